@@ -1,0 +1,70 @@
+import pytest
+import tensorflow as tf
+from tensorflow.experimental import dtensor
+
+from course_utils import make_mesh, pack_batch, visualize_mesh, visualize_sharding
+
+U = dtensor.UNSHARDED
+
+
+@pytest.fixture(scope="module")
+def mesh2d(cpus8):
+    return make_mesh([("batch", 4), ("model", 2)])
+
+
+def test_text_is_exact_for_a_2d_layout(mesh2d):
+    picture = visualize_sharding(dtensor.Layout([U, "model"], mesh2d), shape=[4, 6])
+    assert str(picture) == "\n".join([
+        "tensor of shape (4, 6), sharding specs ['unsharded', 'model']",
+        "on mesh batch=4 x model=2 (8 devices)",
+        "shard shape (4, 3): 2 distinct block(s), each held by 4 device(s); replicated over mesh axes: batch (size 4)",
+        "",
+        "axis 0 (unsharded) \\ axis 1 (model) | 0:3                        | 3:6",
+        "------------------------------------+----------------------------+---------------------------",
+        "0:4                                 | CPU:0, CPU:2, CPU:4, CPU:6 | CPU:1, CPU:3, CPU:5, CPU:7",
+    ])
+
+
+def test_reads_the_layout_of_a_dtensor(mesh2d):
+    picture = visualize_sharding(pack_batch(tf.zeros([8, 2]), dtensor.Layout(["batch", "model"], mesh2d)))
+    assert picture.shard_shape == [2, 1] and picture.replicated_over == []
+    assert picture.blocks[(3, 1)] == ("CPU:7",)
+    assert "float32 tensor of shape (8, 2)" in str(picture)
+
+
+def test_rank_three_is_faceted_over_the_leading_axis(mesh2d):
+    picture = visualize_sharding(dtensor.Layout(["model", "batch", U], mesh2d), shape=[2, 8, 5])
+    assert len(picture.facets) == 2
+    assert "axis 0 [0:1]" in str(picture) and "axis 0 [1:2]" in str(picture)
+    assert len(picture.plot().axes) == 2
+
+
+def test_html_colours_blocks_by_device(mesh2d):
+    html = visualize_sharding(dtensor.Layout(["batch", U], mesh2d), shape=[4, 2])._repr_html_()
+    assert html.count("<td") == 4 and "background: #" in html and "CPU:0, CPU:1" in html
+
+
+def test_scalar_and_vector(mesh2d):
+    assert "held by 8 device(s)" in str(visualize_sharding(dtensor.Layout([], mesh2d)))
+    assert "replicated over mesh axes: model (size 2)" in str(visualize_sharding(dtensor.Layout(["batch"], mesh2d), shape=[8]))
+
+
+def test_plain_tensor_is_refused_with_advice():
+    with pytest.raises(TypeError, match="needs a DTensor.*pack_batch"):
+        visualize_sharding(tf.ones([2, 2]))
+
+
+def test_shape_that_does_not_fit_the_layout(mesh2d):
+    with pytest.raises(ValueError, match="rank 1 .*layout has rank 2"):
+        visualize_sharding(dtensor.Layout(["batch", U], mesh2d), shape=[8])
+    with pytest.raises(ValueError, match="does not divide"):
+        visualize_sharding(dtensor.Layout(["batch", U], mesh2d), shape=[6, 2])
+
+
+def test_mesh_picture(mesh2d):
+    text = str(visualize_mesh(mesh2d))
+    assert text.splitlines()[0] == "mesh batch=4 x model=2 (8 devices), device type CPU"
+    assert "batch=3       | CPU:6   | CPU:7" in text
+    assert len(visualize_mesh(make_mesh([("x", 2), ("y", 2), ("z", 2)])).facets) == 2
+    with pytest.raises(TypeError, match="dtensor.Mesh"):
+        visualize_mesh([("batch", 4)])
