@@ -56,7 +56,8 @@ def load_mnist(split="train", batch_size=None, shuffle=False, seed=0, data_dir=N
             or when ``COURSE_ALLOW_DOWNLOAD=1``; never when ``COURSE_OFFLINE=1`` (the tests).
 
     Returns:
-        A ``tf.data.Dataset`` of ``(image, label)`` pairs, images of shape ``(28, 28, 1)``.
+        A ``tf.data.Dataset`` of ``(image, label)`` pairs, images of shape ``(28, 28, 1)``, whose
+        auto-shard policy is ``DATA`` (each split is one file, which cannot be sharded by file).
 
     Raises:
         DataUnavailableError: MNIST is not prepared in the data folder and downloading is not
@@ -101,4 +102,8 @@ def load_mnist(split="train", batch_size=None, shuffle=False, seed=0, data_dir=N
         ds = ds.shuffle(10_000, seed=seed)
     if batch_size is not None:
         ds = ds.batch(batch_size, drop_remainder=True)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    # MNIST is one file per split, so tf.data's default auto-sharding by FILE cannot split it
+    # over workers or DTensor replicas ("Could not apply FILE based sharding"); shard by element.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)

@@ -41,3 +41,9 @@ def test_data_dir_follows_the_environment(tmp_path, monkeypatch):
 def test_bad_batch_size(bad):
     with pytest.raises(ValueError, match="batch_size must be a positive whole number"):
         load_mnist(batch_size=bad)
+
+
+@needs_mnist
+def test_shards_by_element_because_mnist_is_one_file():
+    policy = load_mnist("test[:8]").options().experimental_distribute.auto_shard_policy
+    assert policy == tf.data.experimental.AutoShardPolicy.DATA

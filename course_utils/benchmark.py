@@ -1,0 +1,228 @@
+"""Benchmark the course itself: ``python -m course_utils.benchmark [--output FILE]``.
+
+Two parts, both run on this machine and written as one markdown report:
+
+1. **Chapter notebooks**: each notebook in ``notebooks/`` is executed in a fresh kernel and its
+   wall time recorded, with the total.
+2. **Strategies**: the same model (Flatten-Dense(128)-Dense(10)) on the same MNIST data, one epoch
+   each, on one device, with ``MirroredStrategy``, and with DTensor (manual packing and
+   ``DTensorDataset``) over 8 virtual CPUs, reported as ratios to the single device. This part
+   runs in its own process, because virtual devices and tf_keras must be set up before
+   TensorFlow starts.
+
+It is a measurement, not a test: nothing fails on a slow number.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+__all__ = ["time_notebooks", "time_strategies", "markdown_report"]
+
+
+def time_notebooks(paths, timeout=600):
+    """Execute each notebook in a fresh kernel (in a temporary folder) and return its wall time.
+
+    Args:
+        paths: notebook paths.
+        timeout: per-cell time limit in seconds.
+
+    Returns:
+        A list of ``(name, seconds, status)``; ``status`` is ``"ok"`` or the error's first line.
+
+    Example:
+        >>> time_notebooks([Path("notebooks/00_welcome.ipynb")])
+        [('00_welcome', 4.1, 'ok')]
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    results = []
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        with tempfile.TemporaryDirectory() as workdir:
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": workdir}})
+            start = time.perf_counter()
+            try:
+                client.execute()
+                status = "ok"
+            except Exception as err:  # a failing notebook is reported, and the others still run
+                status = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:120] if str(err).strip() else ''}"
+            results.append((Path(path).stem, time.perf_counter() - start, status))
+        print(f"  {results[-1][0]}: {results[-1][1]:.1f} s ({status})", flush=True)
+    return results
+
+
+def time_strategies(examples=60_000, batch_size=128):
+    """Time one epoch of the same model four ways, in a fresh process; return seconds per way.
+
+    Args:
+        examples: how many MNIST training examples make the epoch (the default is all of them).
+        batch_size: the global batch size (must divide over 8 devices).
+
+    Returns:
+        A dict ``{"single device": s, "MirroredStrategy": s, "DTensor, manual packing": s,
+        "DTensorDataset": s}`` of epoch seconds (each after one warm-up step, so tracing is excluded).
+
+    Raises:
+        RuntimeError: the benchmark process failed (its output is included).
+
+    Example:
+        >>> time_strategies(examples=2048)["single device"] > 0
+        True
+    """
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    cmd = [sys.executable, "-m", "course_utils.benchmark", "--strategy-worker", str(examples), str(batch_size)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
+    if done.returncode or not lines:
+        raise RuntimeError(f"The strategy benchmark failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def _strategy_worker(examples, batch_size):
+    """Runs in a fresh process with TF_USE_LEGACY_KERAS=1 (see :func:`time_strategies`)."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    from course_utils import configure_virtual_cpus, load_mnist, make_mesh, pack_batch
+
+    devices = configure_virtual_cpus(8)
+    split = f"train[:{examples}]"
+    steps = examples // batch_size
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    timings = {}
+
+    def keras_model(**layouts):
+        return tf.keras.Sequential([
+            tf.keras.layers.Flatten(input_shape=(28, 28, 1)),
+            tf.keras.layers.Dense(128, activation="relu", **layouts),
+            tf.keras.layers.Dense(10, **layouts),
+        ])
+
+    def timed_fit(strategy):
+        with strategy.scope():
+            model = keras_model()
+            model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss=loss_fn)
+        data = load_mnist(split, batch_size=batch_size)
+        model.fit(data.take(1), verbose=0)  # build and trace outside the timed epoch
+        start = time.perf_counter()
+        model.fit(data, epochs=1, verbose=0)
+        return time.perf_counter() - start
+
+    tf.keras.utils.set_random_seed(0)
+    timings["single device"] = timed_fit(tf.distribute.OneDeviceStrategy(devices[0]))
+    timings["MirroredStrategy"] = timed_fit(tf.distribute.MirroredStrategy(devices))
+
+    mesh = make_mesh([("batch", 8)])
+    replicated = {"kernel_layout": dtensor.Layout.replicated(mesh, 2), "bias_layout": dtensor.Layout.replicated(mesh, 1)}
+    image_layout = dtensor.Layout.batch_sharded(mesh, "batch", rank=4)
+    label_layout = dtensor.Layout.batch_sharded(mesh, "batch", rank=1)
+
+    def dtensor_epoch(batches):
+        tf.keras.utils.set_random_seed(0)
+        model = keras_model(**replicated)
+        optimizer = tf.keras.dtensor.experimental.optimizers.Adam(1e-3, mesh=mesh)
+
+        @tf.function
+        def train_step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(labels, model(images, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        iterator = iter(batches())
+        train_step(*next(iterator))  # trace outside the timed epoch
+        start = time.perf_counter()
+        for images, labels in batches():
+            train_step(images, labels)
+        return time.perf_counter() - start
+
+    def packed_batches():
+        for images, labels in load_mnist(split, batch_size=batch_size):
+            yield pack_batch(images, image_layout), pack_batch(labels, label_layout)
+
+    def dtensor_dataset_batches():
+        dataset = dtensor.DTensorDataset(
+            dataset=load_mnist(split).take(steps * batch_size), mesh=mesh, layouts=(image_layout, label_layout),
+            global_batch_size=batch_size, batch_dim="batch")
+        return dataset
+
+    timings["DTensor, manual packing"] = dtensor_epoch(packed_batches)
+    timings["DTensorDataset"] = dtensor_epoch(dtensor_dataset_batches)
+    print(json.dumps(timings))
+
+
+def markdown_report(notebook_times, strategy_times, examples, batch_size):
+    """Format both benchmarks as markdown tables, with the machine they ran on.
+
+    Args:
+        notebook_times: ``[(name, seconds, status), ...]`` from :func:`time_notebooks` (may be empty).
+        strategy_times: the dict from :func:`time_strategies` (may be empty).
+        examples, batch_size: the strategy benchmark's epoch, for the caption.
+
+    Returns:
+        The markdown text.
+
+    Example:
+        >>> print(markdown_report([("00_welcome", 4.0, "ok")], {"single device": 2.0}, 60000, 128))
+    """
+    lines = [f"Measured {date.today().isoformat()} on {platform.machine()}, {os.cpu_count()} CPU core(s), "
+             f"Python {platform.python_version()}, {_tensorflow_version()}."]
+    if notebook_times:
+        lines += ["", "| chapter notebook | wall time (s) | status |", "|---|---:|---|"]
+        lines += [f"| {name} | {seconds:.1f} | {status} |" for name, seconds, status in notebook_times]
+        lines.append(f"| **total** | **{sum(s for _, s, _ in notebook_times):.1f}** | |")
+    if strategy_times:
+        base = strategy_times.get("single device")
+        lines += ["", f"One epoch of {examples} MNIST examples in batches of {batch_size}, "
+                      f"Flatten-Dense(128)-Dense(10); 8 virtual CPUs share the physical cores.",
+                  "", "| way | epoch (s) | ratio to single device |", "|---|---:|---:|"]
+        lines += [f"| {way} | {seconds:.1f} | {seconds / base:.1f}x |" for way, seconds in strategy_times.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _tensorflow_version():
+    from importlib.metadata import version
+
+    return f"TensorFlow {version('tensorflow')}"
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--strategy-worker"]:
+        _strategy_worker(int(argv[1]), int(argv[2]))
+        return 0
+    parser = argparse.ArgumentParser(description="Time every chapter notebook and compare strategies.")
+    parser.add_argument("--output", default="benchmark.md", help="where to write the markdown report")
+    parser.add_argument("--skip-notebooks", action="store_true")
+    parser.add_argument("--skip-strategies", action="store_true")
+    parser.add_argument("--examples", type=int, default=60_000, help="MNIST examples in the strategy epoch")
+    parser.add_argument("--batch-size", type=int, default=128)
+    args = parser.parse_args(argv)
+    if args.batch_size % 8:
+        parser.error(f"--batch-size {args.batch_size} must divide over the 8 virtual CPUs (a multiple of 8).")
+    notebook_times, strategy_times = [], {}
+    if not args.skip_notebooks:
+        print("Executing the chapter notebooks ...", flush=True)
+        notebook_times = time_notebooks(sorted((ROOT / "notebooks").glob("*.ipynb")))
+    if not args.skip_strategies:
+        print("Timing one epoch per strategy ...", flush=True)
+        strategy_times = time_strategies(args.examples, args.batch_size)
+    report = markdown_report(notebook_times, strategy_times, args.examples, args.batch_size)
+    Path(args.output).write_text(report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
