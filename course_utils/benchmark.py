@@ -70,7 +70,8 @@ def time_strategies(examples=60_000, batch_size=128):
 
     Returns:
         A dict ``{"single device": s, "MirroredStrategy": s, "DTensor, manual packing": s,
-        "DTensorDataset": s}`` of epoch seconds (each after one warm-up step, so tracing is excluded).
+        "DTensorDataset": s}`` of epoch seconds (each after one warm-up step, so tracing is
+        excluded), all reading the same examples from memory.
 
     Raises:
         RuntimeError: the benchmark process failed (its output is included).
@@ -95,9 +96,14 @@ def _strategy_worker(examples, batch_size):
 
     from course_utils import configure_virtual_cpus, load_mnist, make_mesh, pack_batch
 
+    import itertools
+
     devices = configure_virtual_cpus(8)
-    split = f"train[:{examples}]"
     steps = examples // batch_size
+    # All four ways read the same examples from memory, so the epoch measures the strategy,
+    # not TFDS decoding.
+    images, labels = next(iter(load_mnist(f"train[:{steps * batch_size}]", batch_size=steps * batch_size)))
+    examples_in_memory = tf.data.Dataset.from_tensor_slices((images, labels))
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     timings = {}
 
@@ -112,7 +118,7 @@ def _strategy_worker(examples, batch_size):
         with strategy.scope():
             model = keras_model()
             model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss=loss_fn)
-        data = load_mnist(split, batch_size=batch_size)
+        data = examples_in_memory.batch(batch_size, drop_remainder=True).prefetch(2)
         model.fit(data.take(1), verbose=0)  # build and trace outside the timed epoch
         start = time.perf_counter()
         model.fit(data, epochs=1, verbose=0)
@@ -140,22 +146,23 @@ def _strategy_worker(examples, batch_size):
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
             return loss
 
-        iterator = iter(batches())
+        iterator = batches()
         train_step(*next(iterator))  # trace outside the timed epoch
         start = time.perf_counter()
-        for images, labels in batches():
+        for images, labels in itertools.islice(iterator, steps):
             train_step(images, labels)
         return time.perf_counter() - start
 
     def packed_batches():
-        for images, labels in load_mnist(split, batch_size=batch_size):
+        for images, labels in examples_in_memory.repeat().batch(batch_size, drop_remainder=True).prefetch(2):
             yield pack_batch(images, image_layout), pack_batch(labels, label_layout)
 
     def dtensor_dataset_batches():
-        dataset = dtensor.DTensorDataset(
-            dataset=load_mnist(split).take(steps * batch_size), mesh=mesh, layouts=(image_layout, label_layout),
-            global_batch_size=batch_size, batch_dim="batch")
-        return dataset
+        # Repeated, and read a fixed number of steps: exhausting a DTensorDataset cancels its
+        # pending device transfers, and the next DTensorDataset in the process then fails.
+        return iter(dtensor.DTensorDataset(
+            dataset=examples_in_memory.repeat(), mesh=mesh, layouts=(image_layout, label_layout),
+            global_batch_size=batch_size, batch_dim="batch", prefetch=2))
 
     timings["DTensor, manual packing"] = dtensor_epoch(packed_batches)
     timings["DTensorDataset"] = dtensor_epoch(dtensor_dataset_batches)

@@ -4,6 +4,8 @@ from tensorflow.experimental import dtensor
 
 __all__ = ["configure_virtual_cpus", "make_mesh"]
 
+RESERVED_AXIS_NAMES = {dtensor.UNSHARDED, dtensor.MATCH}
+
 
 def _logical_cpu_names():
     return [d.name for d in tf.config.list_logical_devices("CPU")]
@@ -73,7 +75,7 @@ def make_mesh(dims, devices=None):
         A ``tf.experimental.dtensor.Mesh``.
 
     Raises:
-        ValueError: an axis name is repeated or empty, a size is not a positive integer, the
+        ValueError: an axis name is repeated, empty, reserved or not identifier-like, a size is not a positive integer, the
             mesh needs more devices than exist, or a named device does not exist.
 
     Example:
@@ -85,8 +87,12 @@ def make_mesh(dims, devices=None):
     dims = list(dims)
     names = [name for name, _ in dims]
     for name, size in dims:
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"Mesh axis names must be non-empty strings, got {name!r}.")
+        if not isinstance(name, str) or not name.isidentifier() or name in RESERVED_AXIS_NAMES:
+            # DTensor serialises layouts as text: a name with "," or "|" crashes the process later.
+            raise ValueError(
+                f"Mesh axis names must be Python-identifier-like strings such as 'batch' or 'model' "
+                f"and not {sorted(RESERVED_AXIS_NAMES)}; got {name!r}."
+            )
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"Mesh axis {name!r} needs a positive whole-number size, got {size!r}.")
     repeated = sorted({n for n in names if names.count(n) > 1})

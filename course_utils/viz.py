@@ -38,11 +38,13 @@ class _Picture:
     def __init__(self, header, facets):
         self.header = header
         self.facets = facets
-        keys = sorted({key for f in facets for row in f.cells for _, key in row})
-        self._colours = {key: PALETTE[i % len(PALETTE)] for i, key in enumerate(keys)}
 
-    def colour_of(self, key):
-        return self._colours[key]
+    @staticmethod
+    def colour_of(devices):
+        """The colour of a block held by ``devices`` (labels such as ``"CPU:3"``): the colour of
+        its first device, the same in every picture, so colours can be compared across pictures."""
+        index = int(devices[0].rsplit(":", 1)[-1]) if devices[0].rsplit(":", 1)[-1].isdigit() else hash(devices[0])
+        return PALETTE[index % len(PALETTE)]
 
     def __str__(self):
         lines = list(self.header)
@@ -85,7 +87,8 @@ class _Picture:
         return "".join(parts)
 
     def plot(self, ax=None, title=None):
-        """Draw the picture with matplotlib; return the figure (one subplot per facet)."""
+        """Draw the picture with matplotlib and return the figure: one subplot per facet, or
+        into ``ax`` (one-facet pictures only; ``title`` then titles that axes)."""
         import matplotlib.pyplot as plt
 
         n = len(self.facets)
@@ -97,6 +100,8 @@ class _Picture:
             cell_w = max(len(f.cells[0]) for f in self.facets)
             cell_h = max(len(f.cells) for f in self.facets)
             size = (cols * (1.2 * cell_w + 1.8), rows * (0.9 * cell_h + 1.4) + 0.8)
+            shrink = min(1.0, 12.0 / size[0])  # keep wide pictures on a screen
+            size = (size[0] * shrink, max(2.0, size[1] * shrink))
             fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False)
             axes = list(axes.flat)
             for extra in axes[n:]:
@@ -116,7 +121,10 @@ class _Picture:
             ax_.set_xlabel(facet.col_name, fontsize=8)
             ax_.set_ylabel(facet.row_name, fontsize=8)
             ax_.set_title(facet.title or "", fontsize=9)
-        fig.suptitle(textwrap.fill(title or self.header[0], 60), fontsize=10)
+        if ax is None:
+            fig.suptitle(textwrap.fill(title or self.header[0], 60), fontsize=10)
+        elif title:
+            ax.set_title(title, fontsize=9)
         fig.tight_layout()
         return fig
 
@@ -187,7 +195,7 @@ class ShardingPicture(_Picture):
         facets = []
         lead = rank - 2
         for prefix in itertools.product(*(range(n) for n in counts[:lead])):
-            title = ", ".join(f"axis {a} [{self._axis_labels(a, counts[a])[k]}]" for a, k in enumerate(prefix))
+            title = ", ".join(f"axis {a} ({specs[a]}) [{self._axis_labels(a, counts[a])[k]}]" for a, k in enumerate(prefix))
             rows = self._axis_labels(lead, counts[lead])
             cols = self._axis_labels(lead + 1, counts[lead + 1])
             cells = [[cell(prefix + (r, c)) for c in range(counts[lead + 1])] for r in range(counts[lead])]

@@ -56,7 +56,9 @@ def test_mesh_missing_device(cpus8):
 
 @pytest.mark.parametrize("dims, message", [
     ([("batch", 2), ("batch", 2)], "is used more than once"),
-    ([("", 2)], "non-empty strings"),
+    ([("", 2)], "identifier-like"),
+    ([("a,b", 2)], "identifier-like"),
+    ([("unsharded", 2)], "identifier-like"),
     ([("batch", 0)], "positive whole-number size"),
     ([("batch", 2)], "2 places but 3 device names"),
 ])

@@ -35,7 +35,7 @@ def test_reads_the_layout_of_a_dtensor(mesh2d):
 def test_rank_three_is_faceted_over_the_leading_axis(mesh2d):
     picture = visualize_sharding(dtensor.Layout(["model", "batch", U], mesh2d), shape=[2, 8, 5])
     assert len(picture.facets) == 2
-    assert "axis 0 [0:1]" in str(picture) and "axis 0 [1:2]" in str(picture)
+    assert "axis 0 (model) [0:1]" in str(picture) and "axis 0 (model) [1:2]" in str(picture)
     assert len(picture.plot().axes) == 2
 
 
@@ -68,3 +68,9 @@ def test_mesh_picture(mesh2d):
     assert len(visualize_mesh(make_mesh([("x", 2), ("y", 2), ("z", 2)])).facets) == 2
     with pytest.raises(TypeError, match="dtensor.Mesh"):
         visualize_mesh([("batch", 4)])
+
+
+def test_colours_follow_the_device_across_pictures(mesh2d):
+    sharded = visualize_sharding(dtensor.Layout(["batch", "model"], mesh2d), shape=[8, 6])
+    rows = visualize_sharding(dtensor.Layout(["batch", U], mesh2d), shape=[8, 4])
+    assert sharded.colour_of(("CPU:2",)) == rows.colour_of(("CPU:2", "CPU:3")) != sharded.colour_of(("CPU:1",))
