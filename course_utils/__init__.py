@@ -1,22 +1,35 @@
 """Helpers for the hands-on course on distributed training with TensorFlow.
 
 The notebooks first show each idea in plain TensorFlow, then use these helpers to skip the
-repeated set-up. Import this package after setting ``TF_USE_LEGACY_KERAS`` (where a chapter
-needs tf_keras): it imports TensorFlow.
+repeated set-up. The names below load their module (and TensorFlow) on first use, so set
+``TF_USE_LEGACY_KERAS`` before touching them where a chapter needs tf_keras; command-line tools
+such as ``python -m course_utils.build`` never import TensorFlow.
 """
-from course_utils.data import DataUnavailableError, load_mnist
-from course_utils.devices import configure_virtual_cpus, make_mesh
-from course_utils.packing import pack_batch
-from course_utils.plots import plot_history
-from course_utils.viz import visualize_mesh, visualize_sharding
+import importlib
 
-__all__ = [
-    "DataUnavailableError",
-    "configure_virtual_cpus",
-    "load_mnist",
-    "make_mesh",
-    "pack_batch",
-    "plot_history",
-    "visualize_mesh",
-    "visualize_sharding",
-]
+_EXPORTS = {
+    "DataUnavailableError": "data",
+    "load_mnist": "data",
+    "configure_virtual_cpus": "devices",
+    "make_mesh": "devices",
+    "pack_batch": "packing",
+    "plot_history": "plots",
+    "visualize_mesh": "viz",
+    "visualize_sharding": "viz",
+    "explore_layout": "explorer",
+    "layout_explorer": "explorer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'course_utils' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"course_utils.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

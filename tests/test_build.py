@@ -57,3 +57,11 @@ def test_clean_strips_outputs_and_personal_metadata():
     assert set(cleaned.metadata) == {"course", "kernelspec"}
     assert cleaned.cells[0].outputs == [] and cleaned.cells[0].execution_count is None
     assert cleaned.cells[0].metadata == {"tags": ["x"]}
+
+
+def test_command_line_tools_do_not_import_tensorflow():
+    import subprocess
+    import sys
+
+    code = "import sys, course_utils.build; print('tensorflow' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
