@@ -18,6 +18,8 @@ _EXPORTS = {
     "visualize_sharding": "viz",
     "explore_layout": "explorer",
     "layout_explorer": "explorer",
+    "LocalCluster": "cluster",
+    "dtensor_env": "cluster",
 }
 
 __all__ = sorted(_EXPORTS)
