@@ -37,12 +37,12 @@ def ensure_environment():
 
 def main(argv):
     commands = {
-        "lab": [BIN / "jupyter", "lab", "notebooks/00_welcome.ipynb"],
+        "lab": [BIN / "jupyter", "lab", "notebooks/00_welcome.ipynb", *argv[1:]],
         "test": [PYTHON, "-m", "pytest", *argv[1:]],
     }
     if not argv or argv[0] not in commands:
         print(__doc__)
-        print("usage: python3 course.py lab | test [pytest options]")
+        print("usage: python3 course.py lab [jupyter lab options] | test [pytest options]")
         return 2
     ensure_environment()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
