@@ -1109,24 +1109,10 @@ def _ch4_q1(mesh, layout):
 CH4_X_SHAPE = (8, 3)
 
 
-def _expected_components(x, layout):
-    """The per-device pieces of ``x`` under ``layout``, in the mesh's local device order."""
-    pieces = []
-    mesh = layout.mesh
-    for location in mesh.local_device_locations():
-        index = []
-        for size, spec in zip(x.shape, layout.sharding_specs):
-            if spec == UNSHARDED:
-                index.append(slice(0, size))
-            else:
-                step = size // mesh.dim_size(spec)
-                index.append(slice(location[spec] * step, (location[spec] + 1) * step))
-        pieces.append(x[tuple(index)])
-    return pieces
-
-
 def _ch4_q2(packed):
     import numpy as np
+
+    from course_utils.packing import shard_slices
 
     tf = _tf()
     dtensor = _dtensor()
@@ -1157,7 +1143,7 @@ def _ch4_q2(packed):
         lines.append(f"{NO} Could not read the components back ({_short(err)}).")
         return points, lines
     right_layout = dtensor.Layout(["batch", UNSHARDED], layout.mesh)
-    expected = _expected_components(x, right_layout)
+    expected = [x[index] for index in shard_slices(x.shape, right_layout)]
     if len(components) == len(expected) and all(
             c.shape == e.shape and np.array_equal(c, e) for c, e in zip(components, expected)):
         if specs == ["batch", UNSHARDED]:

@@ -6,6 +6,7 @@ Each picture is an object that shows itself three ways: ``str()`` is determinist
 """
 import html
 import itertools
+import re
 import textwrap
 
 import tensorflow as tf
@@ -43,8 +44,8 @@ class _Picture:
     def colour_of(devices):
         """The colour of a block held by ``devices`` (labels such as ``"CPU:3"``): the colour of
         its first device, the same in every picture, so colours can be compared across pictures."""
-        index = int(devices[0].rsplit(":", 1)[-1]) if devices[0].rsplit(":", 1)[-1].isdigit() else hash(devices[0])
-        return PALETTE[index % len(PALETTE)]
+        number = re.search(r"(\d+)$", devices[0])  # "CPU:3" and "id 3" (another client's device) alike
+        return PALETTE[int(number.group(1)) % len(PALETTE) if number else 0]
 
     def __str__(self):
         lines = list(self.header)

@@ -74,3 +74,4 @@ def test_colours_follow_the_device_across_pictures(mesh2d):
     sharded = visualize_sharding(dtensor.Layout(["batch", "model"], mesh2d), shape=[8, 6])
     rows = visualize_sharding(dtensor.Layout(["batch", U], mesh2d), shape=[8, 4])
     assert sharded.colour_of(("CPU:2",)) == rows.colour_of(("CPU:2", "CPU:3")) != sharded.colour_of(("CPU:1",))
+    assert sharded.colour_of(("id 2",)) == sharded.colour_of(("CPU:2",))  # a device of another client
