@@ -487,10 +487,11 @@ class LocalCluster:
             >>> cluster.stop()
         """
         self._ensure_watchdog()
+        deadline = time.monotonic() + self.timeout  # one deadline: the watchdog kills them together
         for task in self.started_tasks:
             process = self._processes.get(task)
             if process is None or process.poll() is not None:
-                self._launch(task)
+                self._launch(task, deadline)
         return self
 
     def _ensure_watchdog(self):
@@ -502,7 +503,7 @@ class LocalCluster:
                                               name="LocalCluster watchdog", daemon=True)
             self._watchdog.start()
 
-    def _launch(self, task):
+    def _launch(self, task, deadline):
         environ = {**os.environ, **self.environment(*task), "LOCAL_CLUSTER_PARENT_PID": str(os.getpid())}
         log_path = self.log_path(*task)
         self._starts[task] = self._starts.get(task, 0) + 1
@@ -518,7 +519,7 @@ class LocalCluster:
         with self._lock:
             self._processes[task] = process
             self._all_processes.append(process)
-            self._deadlines[task] = time.monotonic() + self.timeout
+            self._deadlines[task] = deadline
             self._timed_out.discard(task)
             self._killed.discard(task)
 
@@ -671,7 +672,8 @@ class LocalCluster:
     def _wait(self, tasks, timeout, deadline, check):
         while True:
             codes = {t: self._processes[t].poll() for t in tasks}
-            timed_out = [t for t in tasks if t in self._timed_out and codes[t] is not None]
+            with self._lock:  # the watchdog marks all overdue tasks in one locked pass
+                timed_out = [t for t in tasks if t in self._timed_out]
             if timed_out:
                 self.stop()
                 raise ClusterTimeoutError(
@@ -746,8 +748,9 @@ class LocalCluster:
         running = [self._processes[t] for t in tasks if t in self._processes]
         _kill_and_reap(running)
         self._ensure_watchdog()
+        deadline = time.monotonic() + self.timeout
         for task in tasks:
-            self._launch(task)
+            self._launch(task, deadline)
         return self
 
     def stop(self):

@@ -38,6 +38,14 @@ def assert_all_gone(pids, within=5.0):
     assert not alive, f"processes still running: {alive}"
 
 
+def wait_for_log(cluster, text, workers, within=30.0):
+    """Wait until every listed worker has printed ``text`` (a loaded machine may start them slowly)."""
+    end = time.monotonic() + within
+    while not all(text in cluster.log("worker", i) for i in workers):
+        assert time.monotonic() < end, f"no {text!r} in the logs of workers {workers} after {within} s"
+        time.sleep(0.05)
+
+
 @pytest.fixture(autouse=True)
 def logs_in_tmp_path(tmp_path, monkeypatch):
     """Default log folders (tempfile.mkdtemp) go under pytest's tmp_path, which pytest cleans up."""
@@ -168,7 +176,7 @@ def test_crashing_worker_gives_clear_error_and_cleanup(tmp_path, sleeper):
 def test_sigterm_ignoring_process_is_still_killed(deaf_sleeper):
     cluster = LocalCluster(deaf_sleeper, {"worker": 2}, timeout=60, grace_seconds=0.5)
     with cluster:
-        time.sleep(0.5)
+        wait_for_log(cluster, "ignoring SIGTERM", [0, 1])
         assert len(cluster.running_tasks()) == 2
     assert_all_gone(cluster.pids, within=0.5)
     assert all(code == -signal.SIGKILL for code in cluster.exit_codes().values())
