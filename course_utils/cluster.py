@@ -14,6 +14,7 @@ Example:
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -207,6 +208,13 @@ def _kill_and_reap(processes):
             pass
 
 
+def _release(processes, own_log_dir):
+    """Finalizer of a cluster: kill its processes, then delete the log folder if the cluster made it."""
+    _kill_and_reap(processes)
+    if own_log_dir is not None:
+        shutil.rmtree(own_log_dir, ignore_errors=True)
+
+
 def _watch_deadlines(cluster_ref, stopped):
     # Holds only a weak reference, so that a forgotten cluster can still be garbage-collected
     # (its finalizer then kills the processes and this thread ends).
@@ -253,7 +261,8 @@ class LocalCluster:
         tf_config: whether to set ``TF_CONFIG`` in each process (default True).
         timeout: how many seconds each process may run before it is killed (per start).
         grace_seconds: how long :meth:`stop` waits after SIGTERM before it sends SIGKILL.
-        log_dir: where the log files go; default a new temporary folder.
+        log_dir: where the log files go; default a new temporary folder, deleted with its logs
+            when the cluster object is garbage-collected or Python exits (a folder you pass stays).
         host: the host name written into the cluster spec.
         python: the Python interpreter; default the one running this code.
 
@@ -295,7 +304,8 @@ class LocalCluster:
         self.grace_seconds = self._check_seconds(grace_seconds, "grace_seconds", allow_zero=True)
         self.host = host
         self.python = python or sys.executable
-        self.log_dir = Path(log_dir or tempfile.mkdtemp(prefix="local_cluster_"))
+        own_log_dir = None if log_dir else tempfile.mkdtemp(prefix="local_cluster_")
+        self.log_dir = Path(log_dir or own_log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         ports = iter(find_free_ports(sum(self.jobs.values())))
         self._spec = {job: [f"{host}:{next(ports)}" for _ in range(count)] for job, count in self.jobs.items()}
@@ -310,7 +320,7 @@ class LocalCluster:
         self._watchdog = None
         self._all_processes = []  # every Popen ever started, restarts included
         # The finalizer holds the Popen objects, not the cluster, so the cluster can be collected.
-        self._finalizer = weakref.finalize(self, _kill_and_reap, self._all_processes)
+        self._finalizer = weakref.finalize(self, _release, self._all_processes, own_log_dir)
 
     # ----------------------------------------------------------------- validation helpers
     def _check_job_name(self, job, where):

@@ -57,16 +57,17 @@ def _run_one(notebook_path, result_path, pid_path, cell_timeout):
 
     outcome = {"kind": "completed", "detail": "", "errors": [], "kernel_stopped": False}
     nb = nbformat.read(notebook_path, as_version=4)
-    workdir = tempfile.mkdtemp(prefix="course-grade-run-")
+    workdir = Path(result_path).parent / "kernel-cwd"  # inside the caller's scratch folder, which it removes
+    workdir.mkdir()
 
     async def execute():
         km = AsyncKernelManager(kernel_name="python3")
-        await km.start_kernel(cwd=workdir, env=dict(os.environ))
+        await km.start_kernel(cwd=str(workdir), env=dict(os.environ))
         pid = getattr(km.provisioner, "pid", None)
         if pid:
             Path(pid_path).write_text(str(pid))
         client = NotebookClient(nb, km=km, timeout=cell_timeout, allow_errors=True, startup_timeout=120,
-                                resources={"metadata": {"path": workdir}})
+                                resources={"metadata": {"path": str(workdir)}})
         try:
             await client.async_execute()
         except DeadKernelError:
@@ -82,10 +83,7 @@ def _run_one(notebook_path, result_path, pid_path, cell_timeout):
             except Exception:
                 pass
 
-    try:
-        asyncio.run(execute())
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    asyncio.run(execute())
     for index, cell in enumerate(nb.cells):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":

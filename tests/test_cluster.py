@@ -231,12 +231,15 @@ def test_processes_die_with_their_parent(tmp_path, sleeper):
         parent.stdout.close()
 
 
-def test_forgotten_cluster_is_cleaned_up_by_garbage_collection(sleeper):
+def test_forgotten_cluster_is_cleaned_up_by_garbage_collection(tmp_path, sleeper):
     cluster = LocalCluster(sleeper, {"worker": 1}, timeout=60).start()
-    pids = cluster.pids
+    pids, own_log_dir = cluster.pids, cluster.log_dir
+    given_log_dir = LocalCluster(sleeper, {"worker": 1}, log_dir=tmp_path / "mine").log_dir
     del cluster
     gc.collect()
     assert_all_gone(pids)
+    assert not own_log_dir.exists(), "the temporary log folder the cluster made is deleted with it"
+    assert given_log_dir.is_dir(), "a log folder the caller chose stays"
 
 
 def test_kill_and_restart(tmp_path):
