@@ -1,77 +1,74 @@
-"""Keep the course's notebooks consistent: ``python -m course_utils.build [--check]``.
+"""Keep the course's notebooks consistent: ``python3 course.py build [--verify] [--graded-handouts DIR]``.
 
-- Stamps every notebook in ``notebooks/``, ``solutions/`` and ``exercises/`` with the
-  "Open in Colab" badge (first cell) and the set-up cell (second cell), both made from the
-  repository named once, in ``[tool.course]`` of ``pyproject.toml``.
+A maintainer tool: it works on a clone of the course (see :mod:`course_utils.checkout`).
+
+- Stamps every notebook in ``notebooks/``, ``solutions/`` and ``exercises/`` with the "Open in
+  Colab" badge (first cell) and the set-up cell (second cell), both made from the repository
+  named once, in ``[tool.course]`` of ``pyproject.toml``; exercise and solution notebooks also get
+  the "how this notebook works" cell after their title.
 - Generates ``exercises/NN_*.ipynb`` from ``solutions/NN_*.ipynb``: the lines between
   ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are replaced by the placeholder that follows
   ``# PLACEHOLDER:`` on the BEGIN line (or by ``...``), so both come from one source.
+- Generates ``course_utils/checkers/notebook_cells.py`` from the solution notebooks: for each
+  exercise, the cell that checks it, its check call, and its solution code (what
+  ``ex.qN.solution()`` prints). The solution notebooks are the one source of solution code.
 - Strips outputs, execution counts and personal metadata.
 
-With ``--check`` nothing is written; the exit status is 1 and the stale files are listed
-when anything would change (the tests run this).
+With ``--verify`` nothing is written; the exit status is 1 and the stale files are listed when
+anything would change (the tests run this). ``--graded-handouts DIR`` writes graded hand-outs of
+the exercise notebooks into ``DIR``: no ``solution()``, and feedback that never states the answer.
 """
 import argparse
+import pprint
 import re
 import sys
-import tomllib
+import textwrap
 from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ("notebooks", "solutions", "exercises")
-BADGE_ID, SETUP_ID = "colab-badge", "setup"
+from course_utils.checkout import NOTEBOOK_FOLDERS, checkout_root, course_config
+from course_utils.notebook_setup import KERAS_MODES, setup_source
+
+BADGE_ID, SETUP_ID, HOW_ID = "colab-badge", "setup", "how-it-works"
 KEEP_METADATA = ("kernelspec", "language_info", "course")
 SOLUTION_BLOCK = re.compile(
     r"^(?P<indent>[ \t]*)# BEGIN SOLUTION(?:[ \t]*# PLACEHOLDER:[ \t]*(?P<placeholder>.*?))?[ \t]*\n"
     r".*?^[ \t]*# END SOLUTION[ \t]*$\n?",
     re.MULTILINE | re.DOTALL,
 )
+MARKER_LINE = re.compile(r"^[ \t]*# (BEGIN|END) SOLUTION.*\n?", re.MULTILINE)
+CHECK_CALL = re.compile(r"^ex\.(?P<name>q\d+)\.check\(.*\)[ \t]*$", re.MULTILINE)
+EXERCISES_CALL = re.compile(r"^ex = exercises\((?P<chapter>\d+)\)$", re.MULTILINE)
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+CELLS_MODULE = Path("course_utils") / "checkers" / "notebook_cells.py"
+HOW_IT_WORKS = {
+    "self-study": """\
+**How this notebook works.** Each exercise says what to do. Write your answer where a line ends in
+`# YOUR CODE HERE` (replace that line; add as many lines as you need) and run the cell. Its last
+line calls a checker that prints **Correct!** or a hint aimed at your mistake. Stuck? Uncomment
+`ex.qN.hint()` in the small cell after the exercise (`ex.qN.hint(2)` says more), or, as a last
+resort, `ex.qN.solution()`.
 
+If your instructor grades this notebook, it is run from top to bottom in a fresh kernel. Before you
+hand it in, use *Kernel → Restart Kernel and Run All Cells* and check that your answers still pass.""",
+    "graded": """\
+**How this notebook works (graded).** Each exercise says what to do. Write your answer where a line
+ends in `# YOUR CODE HERE` (replace that line; add as many lines as you need) and run the cell. Its
+last line calls a checker that prints **Correct!** or says what is wrong, without giving the answer
+away. Stuck? Uncomment `ex.qN.hint()` in the small cell after the exercise (`ex.qN.hint(2)` says
+more); your instructor may count the hints you use.
 
-def course_config(root=ROOT):
-    """The ``[tool.course]`` table of ``pyproject.toml``: ``repository`` and ``branch``.
-
-    Example:
-        >>> course_config()["branch"]
-        'main'
-    """
-    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["course"]
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", config.get("repository", "")):
-        raise ValueError("[tool.course] repository in pyproject.toml must look like 'owner/name'.")
-    config.setdefault("branch", "main")
-    return config
+Your instructor grades this notebook by running it from top to bottom in a fresh kernel and
+checking every exercise again. Before you hand it in, use *Kernel → Restart Kernel and Run All
+Cells* and check that your answers still pass.""",
+}
 
 
 def badge_source(relative_path, config):
     """The markdown of the "Open in Colab" badge for a notebook at ``relative_path``."""
     url = f"https://colab.research.google.com/github/{config['repository']}/blob/{config['branch']}/{relative_path}"
     return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({url})"
-
-
-def setup_source(keras, config):
-    """The set-up cell's code; ``keras`` is ``"tf_keras"`` or ``"keras3"`` (notebook metadata)."""
-    if keras not in ("tf_keras", "keras3"):
-        raise ValueError(f"metadata course.keras must be 'tf_keras' or 'keras3', not {keras!r}.")
-    lines = [
-        "# Set-up, the same in every notebook (stamped by `python -m course_utils.build`).",
-        "# On Colab it installs the course's helper package; on your machine it installs nothing.",
-        "import os, sys",
-    ]
-    if keras == "tf_keras":
-        lines.append('os.environ["TF_USE_LEGACY_KERAS"] = "1"  # this chapter uses tf_keras (Keras 2); set before TensorFlow is imported')
-    lines += [
-        'os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # hide TensorFlow\'s C++ info lines',
-        'if "google.colab" in sys.modules:',
-        "    import subprocess",
-        "    from importlib.metadata import version",
-        '    tf_minor = ".".join(version("tensorflow").split(".")[:2])',
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"tf_keras~={tf_minor}.0",',
-        f'                    "course_utils @ git+https://github.com/{config["repository"]}@{config["branch"]}"], check=True)',
-    ]
-    return "\n".join(lines)
 
 
 def make_exercise(solution):
@@ -82,6 +79,59 @@ def make_exercise(solution):
             cell.source = SOLUTION_BLOCK.sub(
                 lambda m: f"{m['indent']}{m['placeholder'] or '...'}  # YOUR CODE HERE\n", cell.source)
     return exercise
+
+
+def make_graded(exercise):
+    """A graded hand-out of an exercise notebook: checkers in graded mode, no ``solution()`` lines."""
+    graded = nbformat.from_dict(exercise)
+    graded.metadata["course"]["mode"] = "graded"
+    for cell in graded.cells:
+        if cell.get("id") == HOW_ID:
+            cell.source = HOW_IT_WORKS["graded"]
+        elif cell.cell_type == "code":
+            cell.source = EXERCISES_CALL.sub(r'ex = exercises(\g<chapter>, mode="graded")', cell.source)
+            cell.source = "\n".join(line for line in cell.source.split("\n") if ".solution()" not in line)
+    return graded
+
+
+def name_exercise_cells(solution):
+    """Give each cell that checks an exercise the id ``ch<chapter>-q<n>``, unique across chapters: the
+    grader finds an exercise's cell in a handed-in notebook by it, and its chapter with it."""
+    chapter = solution.metadata["course"]["chapter"]
+    for cell in solution.cells:
+        match = CHECK_CALL.search(cell.source) if cell.cell_type == "code" else None
+        if match:
+            cell.id = f"ch{chapter}-{match['name']}"
+    return solution
+
+
+def exercise_cells(solution):
+    """What the checkers need from a solution notebook: its Keras mode and, per exercise, the cell
+    id, the check call and the solution code (the cell without its check call and markers).
+
+    Raises:
+        ValueError: an exercise is checked in two cells, or a checking cell has no solution block.
+    """
+    found = {}
+    for cell in solution.cells:
+        if cell.cell_type != "code":
+            continue
+        for match in CHECK_CALL.finditer(cell.source):
+            name = match["name"]
+            if name in found:
+                raise ValueError(f"{name} is checked in cells {found[name]['cell']} and {cell.id}; check it once.")
+            if "# BEGIN SOLUTION" not in cell.source:
+                raise ValueError(f"Cell {cell.id} checks {name} but has no # BEGIN SOLUTION block.")
+            code = MARKER_LINE.sub("", CHECK_CALL.sub("", cell.source)).strip("\n")
+            found[name] = {"cell": cell.id, "call": match.group(0).strip(), "solution": textwrap.dedent(code)}
+    return {"keras": solution.metadata["course"]["keras"], "exercises": dict(sorted(found.items()))}
+
+
+def cells_module_source(chapters):
+    """The text of ``notebook_cells.py`` for ``{chapter: exercise_cells(...)}``."""
+    return ('"""What the checkers read from the solution notebooks: each exercise\'s cell, check call and\n'
+            'solution code. Generated by `python3 course.py build` from solutions/*.ipynb: do not edit."""\n\n'
+            f"CHAPTERS = {pprint.pformat(chapters, width=110, sort_dicts=False)}\n")
 
 
 def clean(nb):
@@ -97,54 +147,82 @@ def clean(nb):
 
 
 def stamp(nb, relative_path, config):
-    """Put the badge and set-up cells first, replacing older copies of them."""
+    """Put the badge and set-up cells first (and, in exercise notebooks, the how-it-works cell after
+    the title), replacing older copies of them."""
     course = nb.metadata.get("course")
-    if not course or "chapter" not in course or "keras" not in course:
-        raise ValueError(f"{relative_path}: notebook metadata needs course.chapter and course.keras.")
-    nb.cells = [c for c in nb.cells if c.get("id") not in (BADGE_ID, SETUP_ID)]
+    if not course or "chapter" not in course or course.get("keras") not in KERAS_MODES:
+        raise ValueError(f"{relative_path}: notebook metadata needs course.chapter and course.keras "
+                         f"(one of {sorted(KERAS_MODES)}).")
+    nb.cells = [c for c in nb.cells if c.get("id") not in (BADGE_ID, SETUP_ID, HOW_ID)]
     badge = nbformat.v4.new_markdown_cell(badge_source(relative_path, config))
     badge.id = BADGE_ID
     setup = nbformat.v4.new_code_cell(setup_source(course["keras"], config))
     setup.id = SETUP_ID
-    nb.cells = [badge, setup] + nb.cells
+    extra = []
+    if not relative_path.startswith("notebooks/"):
+        how = nbformat.v4.new_markdown_cell(HOW_IT_WORKS["self-study"])
+        how.id = HOW_ID
+        extra = [how]
+    nb.cells = [badge, setup] + nb.cells[:1] + extra + nb.cells[1:]
     return nb
 
 
-def expected_notebooks(root=ROOT):
-    """Map each notebook path to the notebook it should be, after stamping and generation."""
+def expected_files(root):
+    """Map each generated path to its expected text: the stamped notebooks and ``notebook_cells.py``."""
     config = course_config(root)
-    result = {}
+    notebooks, chapters = {}, {}
     for folder in ("notebooks", "solutions"):
         for path in sorted((root / folder).glob("*.ipynb")):
             nb = nbformat.read(path, as_version=4)
-            result[path] = stamp(clean(nb), path.relative_to(root).as_posix(), config)
+            notebooks[path] = stamp(clean(nb), path.relative_to(root).as_posix(), config)
     for path in sorted((root / "solutions").glob("*.ipynb")):
+        solution = name_exercise_cells(notebooks[path])
+        chapters[solution.metadata["course"]["chapter"]] = exercise_cells(solution)
         target = root / "exercises" / path.name
-        result[target] = stamp(make_exercise(result[path]), target.relative_to(root).as_posix(), config)
-    return result
+        notebooks[target] = stamp(make_exercise(solution), target.relative_to(root).as_posix(), config)
+    files = {path: nbformat.writes(nb) + "\n" for path, nb in notebooks.items()}
+    files[root / CELLS_MODULE] = cells_module_source(chapters)
+    return files
+
+
+def write_graded_handouts(root, folder):
+    """Write a graded hand-out of every exercise notebook into ``folder``; return their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted((root / "exercises").glob("*.ipynb")):
+        target = folder / path.name
+        target.write_text(nbformat.writes(make_graded(nbformat.read(path, as_version=4))) + "\n")
+        written.append(target)
+    return written
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if anything is stale")
+    parser = argparse.ArgumentParser(prog="python3 course.py build", description=__doc__.splitlines()[0])
+    parser.add_argument("--verify", action="store_true", help="write nothing; exit 1 if anything is stale")
+    parser.add_argument("--graded-handouts", metavar="DIR", help="write graded hand-outs of the exercises into DIR")
     args = parser.parse_args(argv)
+    root = checkout_root()
     stale = []
-    for path, nb in expected_notebooks().items():
-        text = nbformat.writes(nb) + "\n"
+    for path, text in expected_files(root).items():
         if not path.exists() or path.read_text() != text:
-            stale.append(path.relative_to(ROOT).as_posix())
-            if not args.check:
+            stale.append(path.relative_to(root).as_posix())
+            if not args.verify:
                 path.parent.mkdir(exist_ok=True)
                 path.write_text(text)
-    orphans = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "exercises").glob("*.ipynb")
-                     if not (ROOT / "solutions" / p.name).exists())
-    if args.check:
+    orphans = sorted(p.relative_to(root).as_posix() for p in (root / "exercises").glob("*.ipynb")
+                     if not (root / "solutions" / p.name).exists())
+    if args.verify:
         if stale or orphans:
-            print("Out of date (run `python -m course_utils.build`):", *stale, *[f"{o} (no solution)" for o in orphans], sep="\n  ")
+            print("Out of date (run `python3 course.py build`):", *stale, *[f"{o} (no solution)" for o in orphans],
+                  sep="\n  ")
             return 1
         print("All notebooks are up to date.")
         return 0
-    print(f"Wrote {len(stale)} notebook(s)." + (f" Exercises without a solution: {orphans}" if orphans else ""))
+    print(f"Wrote {len(stale)} file(s)." + (f" Exercises without a solution: {orphans}" if orphans else ""))
+    if args.graded_handouts:
+        written = write_graded_handouts(root, args.graded_handouts)
+        print(f"Wrote {len(written)} graded hand-out(s) to {args.graded_handouts}.")
     return 0
 
 

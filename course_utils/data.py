@@ -1,9 +1,10 @@
 """Loading the real MNIST through TensorFlow Datasets, with clear errors when it is offline."""
 import os
-import sys
 from pathlib import Path
 
-__all__ = ["DataUnavailableError", "load_mnist", "mnist_data_dir", "mnist_is_prepared"]
+from course_utils.runtime import on_colab
+
+__all__ = ["DataUnavailableError", "downloads_allowed", "load_mnist", "mnist_data_dir", "mnist_is_prepared"]
 
 MNIST_VERSION = "3.0.1"
 
@@ -33,12 +34,17 @@ def mnist_is_prepared(data_dir=None):
     return (folder / "dataset_info.json").is_file()
 
 
-def _downloads_allowed():
-    # On Colab the data is fetched once; locally only when the learner opts in.
-    # The test suite sets COURSE_OFFLINE=1 so that a test never downloads.
+def downloads_allowed():
+    """Whether ``load_mnist`` may download MNIST: on Colab, or locally when ``COURSE_ALLOW_DOWNLOAD=1``;
+    never when ``COURSE_OFFLINE=1`` (the tests and the grader set it).
+
+    Example:
+        >>> downloads_allowed()  # in the tests, which set COURSE_OFFLINE=1
+        False
+    """
     if os.environ.get("COURSE_OFFLINE") == "1":
         return False
-    return "google.colab" in sys.modules or os.environ.get("COURSE_ALLOW_DOWNLOAD") == "1"
+    return on_colab() or os.environ.get("COURSE_ALLOW_DOWNLOAD") == "1"
 
 
 def load_mnist(split="train", batch_size=None, shuffle=False, seed=0, data_dir=None, download=None):
@@ -74,7 +80,7 @@ def load_mnist(split="train", batch_size=None, shuffle=False, seed=0, data_dir=N
         raise ValueError(f"batch_size must be a positive whole number or None, got {batch_size!r}.")
     folder = Path(data_dir) if data_dir else mnist_data_dir()
     if download is None:
-        download = _downloads_allowed()
+        download = downloads_allowed()
     if not mnist_is_prepared(folder) and not download:
         raise DataUnavailableError(
             f"MNIST is not prepared in {folder}. Point the environment variable TFDS_DATA_DIR at a "

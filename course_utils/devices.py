@@ -2,6 +2,8 @@
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
+from course_utils.runtime import restart_advice
+
 __all__ = ["configure_virtual_cpus", "make_mesh"]
 
 RESERVED_AXIS_NAMES = {dtensor.UNSHARDED, dtensor.MATCH}
@@ -55,7 +57,7 @@ def _raise_already_configured(have, want):
     raise RuntimeError(
         f"This Python process already runs TensorFlow with {have} logical CPU(s), and you asked "
         f"for {want}. Devices can only be configured before TensorFlow's runtime starts. "
-        f"Restart the kernel (Kernel > Restart) and call configure_virtual_cpus({want}) before "
+        f"{restart_advice().capitalize()} and call configure_virtual_cpus({want}) before "
         f"anything else touches TensorFlow devices."
     )
 
@@ -108,7 +110,7 @@ def make_mesh(dims, devices=None):
             shape = " x ".join(f"{n}={s}" for n, s in dims)
             raise ValueError(
                 f"A mesh of {shape} needs {needed} devices, but this process has only {len(cpus)} "
-                f"logical CPU(s). Use a smaller mesh, or restart the kernel and call "
+                f"logical CPU(s). Use a smaller mesh, or {restart_advice()} and call "
                 f"configure_virtual_cpus({needed}) first."
             )
         devices = cpus[:needed]

@@ -1,268 +1,179 @@
-"""Grade a folder of handed-in exercise notebooks: ``python -m course_utils.grade SUBMISSIONS_DIR``.
+"""Grade a folder of handed-in exercise notebooks: ``python3 course.py grade SUBMISSIONS_DIR``.
 
-Every ``.ipynb`` in the folder is executed top to bottom in its own process and its own Jupyter
-kernel (errors in a cell don't stop the later cells), with a time limit per notebook that is
-enforced from outside: when it runs out, the notebook's whole process group and its kernel's are
-killed. The checkers the notebook calls (``ex.q1.check(...)``) append their results to a file
-named by ``COURSE_GRADE_FILE``; the last result per exercise counts. The chapter comes from the
-notebook's metadata (``course.chapter``), so renamed files grade the same.
+Every ``.ipynb`` in the folder is run top to bottom in its own process and its own Jupyter
+kernel (an error in a cell does not stop the later cells), with a time limit per notebook
+enforced from outside. The points do not come from anything the notebook prints or writes: before
+the first cell, the grader installs its own copy of the checkers in the kernel; after the cell of
+each exercise (and again at the end) it checks the answers itself, by the names of the exercise's
+check call, and accepts only results signed with a key the notebook never sees (see
+:mod:`course_utils.grading`). The chapter is read from the notebook's cells (and its metadata).
 
-It writes ``SUBMISSIONS_DIR/grades.csv`` with the columns
-``submission,chapter,exercise,points,max_points,status`` (one row per exercise per submission;
-an exercise whose check never ran gets 0 points and a status that says why) and prints a summary
-per submission and per exercise.
-
-Statuses: ``correct``, ``partial``, ``incorrect``, ``unanswered`` (the checker ran);
-``not checked: <why>`` (it did not: its cell raised, the time limit was reached, the kernel died,
-no cell calls it); ``not graded: <why>`` (the whole file: not a readable notebook, no chapter).
+It writes ``SUBMISSIONS_DIR/grades.csv`` with the columns of :data:`COLUMNS` (one row per
+exercise per submission) and prints a summary per submission and per exercise.
 
 Exit status: 0 when the folder was graded (whatever the notebooks did), 2 for bad usage.
 """
 import argparse
-import asyncio
-import csv
-import json
+import hashlib
 import os
-import re
-import shutil
-import signal
-import subprocess
+import secrets
 import sys
 import tempfile
-import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-__all__ = ["COLUMNS", "DEFAULT_TIMEOUT", "find_notebooks", "grade_folder", "grade_notebook", "main", "summary",
-           "write_csv"]
+from course_utils.grading import records
+from course_utils.grading.report import COLUMNS, summary, write_csv
+from course_utils.grading.sandbox import ENTRY
+from course_utils.grading.submission import (NotANotebook, identify_chapter, read_notebook, saved_hint_levels,
+                                             suspicious_code)
+from course_utils.notebook_runner import run_in_child
 
-COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status"]
+__all__ = ["COLUMNS", "DEFAULT_TIMEOUT", "find_notebooks", "grade_folder", "grade_notebook", "main"]
+
 DEFAULT_TIMEOUT = 300
-GRADE_FILE_ENV = "COURSE_GRADE_FILE"  # the same name as course_utils.checks.GRADE_FILE_ENV
 CSV_NAME = "grades.csv"
-# Executes one notebook (see _run_one) without importing the course_utils package, so that this
-# process stays light: the notebook's own kernel imports TensorFlow if it needs it.
-_RUNNER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__course_grade_runner__')"
+PACKAGE_DIR = Path(__file__).resolve().parent
+SANDBOX = PACKAGE_DIR / "grading" / "sandbox.py"
 
 
-# --------------------------------------------------------------------------------------------
-# Running one notebook (in a child process)
-# --------------------------------------------------------------------------------------------
-
-def _run_one(notebook_path, result_path, pid_path, cell_timeout):
-    """Execute a notebook in a fresh kernel; write what happened to ``result_path`` as JSON."""
-    import nbformat
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
-    outcome = {"kind": "completed", "detail": "", "errors": [], "kernel_stopped": False}
-    nb = nbformat.read(notebook_path, as_version=4)
-    workdir = Path(result_path).parent / "kernel-cwd"  # inside the caller's scratch folder, which it removes
-    workdir.mkdir()
-
-    async def execute():
-        km = AsyncKernelManager(kernel_name="python3")
-        await km.start_kernel(cwd=str(workdir), env=dict(os.environ))
-        pid = getattr(km.provisioner, "pid", None)
-        if pid:
-            Path(pid_path).write_text(str(pid))
-        client = NotebookClient(nb, km=km, timeout=cell_timeout, allow_errors=True, startup_timeout=120,
-                                resources={"metadata": {"path": str(workdir)}})
-        try:
-            await client.async_execute()
-        except DeadKernelError:
-            outcome["kind"], outcome["detail"] = "kernel died", ""
-        except CellTimeoutError:
-            outcome["kind"] = "timeout"
-        except Exception as err:  # nbclient's own failures, e.g. a kernel that never started
-            outcome["kind"], outcome["detail"] = "failed", f"{type(err).__name__}: {err}"
-        finally:
-            try:
-                await km.shutdown_kernel(now=True)
-                outcome["kernel_stopped"] = True
-            except Exception:
-                pass
-
-    asyncio.run(execute())
-    for index, cell in enumerate(nb.cells):
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                outcome["errors"].append({"cell": index, "ename": output.get("ename", ""),
-                                          "evalue": output.get("evalue", "")})
-    Path(result_path).write_text(json.dumps(outcome))
-    return 0
+def package_digests():
+    """SHA-256 of every ``.py`` file of ``course_utils``, by path relative to the package folder."""
+    return {p.relative_to(PACKAGE_DIR).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(PACKAGE_DIR.rglob("*.py"))}
 
 
-def _kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
+def _not_graded(submission, why, chapter="", flags=""):
+    return [{"submission": submission, "chapter": chapter, "exercise": "", "points": 0, "max_points": 0,
+             "status": f"not graded: {why}", "hints": "", "flags": flags, "feedback": ""}]
 
 
-def _execute(notebook_path, grade_file, timeout):
-    """Run one notebook in a child process with a time limit. Returns the outcome dict."""
-    scratch = Path(tempfile.mkdtemp(prefix="course-grade-"))
-    result_path, pid_path, log_path = scratch / "result.json", scratch / "kernel.pid", scratch / "runner.log"
-    env = dict(os.environ)
-    env[GRADE_FILE_ENV] = str(grade_file)
-    env.setdefault("COURSE_OFFLINE", "1")  # grading never downloads data
-    cmd = [sys.executable, "-c", _RUNNER, str(Path(__file__).resolve()), str(notebook_path), str(result_path),
-           str(pid_path), str(timeout)]
-    start = time.monotonic()
-    try:
-        with open(log_path, "wb") as log:
-            runner = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
-            try:
-                runner.wait(timeout=timeout)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(runner.pid)
-                runner.wait()
-        kernel_pid = int(pid_path.read_text()) if pid_path.exists() else None
-        if timed_out:
-            if kernel_pid:
-                _kill_group(kernel_pid)
-            return {"kind": "timeout", "detail": "", "errors": [], "seconds": time.monotonic() - start}
-        if result_path.exists():
-            outcome = json.loads(result_path.read_text())
-        else:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
-            outcome = {"kind": "failed", "detail": " ".join(tail)[-300:] or f"exit status {runner.returncode}",
-                       "errors": []}
-        if kernel_pid and not outcome.get("kernel_stopped"):
-            _kill_group(kernel_pid)
-        outcome["seconds"] = time.monotonic() - start
-        return outcome
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+def _kernel_env(keras):
+    from course_utils.checkers.core import GRADER_RUN_ENV
+    from course_utils.notebook_setup import KERAS_MODES
+
+    env = dict(os.environ, COURSE_OFFLINE="1", **{GRADER_RUN_ENV: "1"}, **KERAS_MODES[keras])
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
 
 
-# --------------------------------------------------------------------------------------------
-# Grading
-# --------------------------------------------------------------------------------------------
-
-def _chapter_of(nb):
-    course = nb.get("metadata", {}).get("course", {})
-    chapter = course.get("chapter") if isinstance(course, dict) else None
-    if isinstance(chapter, str) and chapter.strip().isdigit():
-        chapter = int(chapter)
-    return chapter if isinstance(chapter, int) and not isinstance(chapter, bool) else None
-
-
-def _read_records(path):
-    """The checkers' records: {(chapter, exercise): record}, the last one per exercise winning."""
-    records = {}
-    if not path.exists():
-        return records
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-            key = (int(record["chapter"]), str(record["exercise"]))
-            records[key] = {"points": int(record["points"]), "status": str(record["status"])}
-        except (ValueError, KeyError, TypeError):
-            continue
-    return records
-
-
-def _one_line(text, limit=120):
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _why_not_checked(exercise, outcome, cells, timeout):
-    """Why the check of ``exercise`` left no record, from how the run ended and the cells' errors."""
-    kind = outcome["kind"]
-    if kind == "timeout":
+def _status(record, exercise, outcome, timeout, answer_cell, cell_ids):
+    """The status of an exercise from its best record (or its absence) and how the run went."""
+    report = outcome.get("report", {})
+    if record is not None:
+        status, extra = record["status"], record["extra"]
+        if status == "tampered":
+            return f"not checked: the notebook replaced {extra.splitlines()[0]}" + (
+                f" (and {len(extra.splitlines()) - 1} more)" if len(extra.splitlines()) > 1 else "") + \
+                ", which the checkers rely on"
+        if status == "missing":
+            raised = report.get("cell_errors", {}).get(answer_cell)
+            if raised:
+                return f"not checked: its cell raised {raised}"
+            where = "" if answer_cell in cell_ids else f" (the exercise's cell {answer_cell} is not in the notebook)"
+            return f"not checked: {extra} is not defined{where}"
+        if status == "error":
+            return f"not checked: the checker failed ({extra[:100]})"
+        return status
+    if report.get("boot_error"):
+        return f"not checked: the grader could not start in the kernel ({report['boot_error'][:100]})"
+    if outcome["kind"] == "timeout":
         return f"not checked: time limit ({timeout:g} s) reached before its check ran"
-    if kind == "kernel died":
+    if outcome["kind"] == "kernel died":
         return "not checked: the kernel died before its check ran"
-    if kind == "failed":
-        return f"not checked: the notebook could not be run ({_one_line(outcome.get('detail', ''), 100)})"
-    call = re.compile(rf"\b{exercise}\s*\.\s*check\s*\(")
-    errors = {e["cell"]: e for e in outcome.get("errors", [])}
-    calling = [i for i, cell in enumerate(cells)
-               if cell.get("cell_type") == "code"
-               and any(call.search(line.split("#", 1)[0]) for line in _source(cell).splitlines())]
-    if not calling:
-        return f"not checked: no cell calls ex.{exercise}.check(...)"
-    for index in calling:
-        if index in errors:
-            error = errors[index]
-            return f"not checked: its cell raised {error['ename']}: {_one_line(error['evalue'], 100)}"
+    if outcome["kind"] == "failed":
+        return f"not checked: the notebook could not be run ({outcome.get('detail', '')[:100]})"
+    if exercise in report.get("check_errors", {}):
+        return f"not checked: the notebook interfered with the grader's check ({report['check_errors'][exercise][:80]})"
     return "not checked: its check did not run"
 
 
-def _source(cell):
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
-
-
-def _not_graded(submission, why, chapter=""):
-    return [{"submission": submission, "chapter": chapter, "exercise": "", "points": 0, "max_points": 0,
-             "status": f"not graded: {why}"}]
-
-
-def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, registry=None):
-    """Execute one handed-in notebook and return its rows for ``grades.csv`` (dicts keyed by COLUMNS).
+def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint_cost=0.0, digests=None):
+    """Run one handed-in notebook under the grader and return its rows for ``grades.csv``.
 
     Args:
         path: the notebook file.
         submission: its name in the table (the path relative to the submissions folder).
         timeout: seconds the whole notebook may take, kernel start included.
-        registry: ``{chapter: {exercise: max_points}}``; default ``course_utils.checks.registry()``.
+        chapter: grade it as this chapter (default: the chapter its cells and metadata name).
+        hint_cost: points taken off an exercise per hint level the student used.
+        digests: :func:`package_digests` (computed once per folder by :func:`grade_folder`).
 
     Returns:
-        ``(rows, note)``: one row per exercise of the notebook's chapter (or one "not graded" row)
-        and a short note about the run for the summary.
+        ``(rows, note)``: one row per exercise (dicts keyed by ``COLUMNS``), or one "not graded"
+        row, and a short note about the run.
 
     Example:
         >>> rows, note = grade_notebook(Path("submissions/alice_04.ipynb"), "alice_04.ipynb", timeout=120)
-        >>> rows[0]
-        {'submission': 'alice_04.ipynb', 'chapter': 4, 'exercise': 'q1', 'points': 2, 'max_points': 2, 'status': 'correct'}
+        >>> rows[0]["points"], rows[0]["status"]
+        (2, 'correct')
     """
-    if registry is None:
-        from course_utils.checks import registry as checks_registry
+    from course_utils.checkers import CHAPTER_MODULES, chapter_definition
+    from course_utils.checkers.notebook_cells import CHAPTERS
 
-        registry = checks_registry()
     try:
-        with open(path, encoding="utf-8") as f:
-            nb = json.load(f)
-        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-            raise ValueError("no list of cells")
-        import nbformat
-
-        nbformat.reads(json.dumps(nb), as_version=4)
-    except Exception as err:
-        return _not_graded(submission, f"not a readable notebook ({_one_line(f'{type(err).__name__}: {err}', 100)})"), ""
-    chapter = _chapter_of(nb)
-    if chapter is not None and chapter not in registry:
-        return _not_graded(submission, f"chapter {chapter} has no graded exercises", chapter), ""
-    with tempfile.TemporaryDirectory(prefix="course-grade-records-") as scratch:
-        grade_file = Path(scratch) / "records.jsonl"
-        outcome = _execute(path, grade_file, timeout)
-        records = _read_records(grade_file)
-    note = f"{outcome.get('seconds', 0):.1f} s"
-    if outcome["kind"] != "completed":
-        note += f", {outcome['kind']}"
-    if chapter is None:
-        seen = sorted({c for c, _ in records if c in registry})
-        if len(seen) != 1:
-            return _not_graded(submission, "the notebook has no course.chapter metadata"
-                               + (" and its checks name no single chapter" if records else " and no check ran")), note
-        chapter = seen[0]
-        note += ", chapter taken from its checks (no course.chapter metadata)"
+        nb = read_notebook(path)
+    except NotANotebook as err:
+        return _not_graded(submission, f"not a readable notebook ({str(err)[:100]})"), ""
+    answer_cells = {number: {e["cell"] for e in CHAPTERS[number]["exercises"].values()} for number in CHAPTER_MODULES}
+    number, chapter_note = identify_chapter(nb, answer_cells, chapter)
+    flags = suspicious_code(nb) + ([chapter_note] if chapter_note else [])
+    if number is None:
+        return _not_graded(submission, "the notebook has no course.chapter metadata and none of its cells is an "
+                                       "exercise cell", flags="; ".join(flags)), ""
+    if number not in CHAPTER_MODULES:
+        return _not_graded(submission, f"chapter {number} has no graded exercises", number, "; ".join(flags)), ""
+    definition, cells = chapter_definition(number), CHAPTERS[number]
+    max_points = definition.max_points()
+    checks = [{"exercise": name, "cell": cells["exercises"][name]["cell"], "max_points": points}
+              for name, points in max_points.items()]
+    key = secrets.token_bytes(32)
+    digests = digests or package_digests()
+    mode = "graded" if nb.metadata.get("course", {}).get("mode") == "graded" else "self-study"
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as scratch:
+        results = Path(scratch) / "results"
+        results.touch(mode=0o600)
+        payload = {
+            "cells": [{"cell_type": c.cell_type, "source": c.source, "id": c.get("id")} for c in nb.cells],
+            "chapter": number, "checks": checks, "key": key.hex(), "entry": ENTRY,
+            "sandbox_digest": digests["grading/sandbox.py"], "kernel_config_path": str(Path(scratch) / "kernel.json"),
+            "kernel_config": {"key": key.hex(), "results": str(results), "package_dir": str(PACKAGE_DIR),
+                              "digests": digests, "chapter": number, "mode": mode},
+        }
+        outcome = run_in_child("course_utils.grading.session:grade_cells", payload, timeout,
+                               env=_kernel_env(cells["keras"]))
+        lines = results.read_text(errors="replace").splitlines(keepends=True)
+    decoded = [records.decode(key, line) for line in lines]
+    valid = [r for r in decoded if r is not None]
+    if len(valid) < len(decoded):
+        flags.append(f"{len(decoded) - len(valid)} forged line(s) in the grader's results")
+    if outcome.get("report", {}).get("check_errors"):
+        flags.append("the notebook interfered with the grader's checks")
+    report = next((r for r in valid if r["at"] == "report"), None)
+    if report is not None:
+        own, *changed = report["extra"].split("\n")
+        if own and not Path(own).resolve().is_relative_to(PACKAGE_DIR):
+            flags.append(f"imports another course_utils ({own})")
+        if changed:
+            flags.append("replaced " + ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else ""))
+    hints = saved_hint_levels(nb, number)
+    for name, level in outcome.get("report", {}).get("hints", {}).items():
+        hints[name] = max(level, hints.get(name, 0))
+    cell_ids = {c.get("id") for c in nb.cells}
     rows = []
-    for exercise, max_points in registry[chapter].items():
-        record = records.get((chapter, exercise))
-        if record is not None:
-            points, status = max(0, min(record["points"], max_points)), record["status"]
-        else:
-            points, status = 0, _why_not_checked(exercise, outcome, nb["cells"], timeout)
-        rows.append({"submission": submission, "chapter": chapter, "exercise": exercise, "points": points,
-                     "max_points": max_points, "status": status})
+    for item in checks:
+        name = item["exercise"]
+        mine = [r for r in valid if r["exercise"] == name]
+        # The check right after the exercise's cell counts, unless the second chance at the end scored more.
+        best = max(mine, key=lambda r: (r["points"], r["at"] == "after")) if mine else None
+        points = max(0, min(best["points"], item["max_points"])) if best else 0
+        points = max(0.0, points - hint_cost * hints.get(name, 0)) if hint_cost else points
+        rows.append({"submission": submission, "chapter": number, "exercise": name, "points": points,
+                     "max_points": item["max_points"],
+                     "status": _status(best, name, outcome, timeout, item["cell"], cell_ids),
+                     "hints": hints.get(name, ""), "flags": "; ".join(flags),
+                     "feedback": best["feedback"] if best else ""})
+    note = f"{outcome['seconds']:.1f} s" + (f", {outcome['kind']}" if outcome["kind"] != "completed" else "")
     return rows, note
 
 
@@ -279,135 +190,81 @@ def find_notebooks(folder, recursive=False):
                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))
 
 
-def grade_folder(folder, timeout=DEFAULT_TIMEOUT, recursive=False, registry=None, jobs=1, echo=print, output=None):
-    """Grade every notebook in ``folder``, write the table to ``output`` (default ``folder/grades.csv``).
+def grade_folder(folder, timeout=DEFAULT_TIMEOUT, recursive=False, jobs=None, echo=print, output=None, chapter=None,
+                 hint_cost=0.0):
+    """Grade every notebook in ``folder`` and write the table to ``output`` (default ``folder/grades.csv``).
 
     Args:
         folder: the folder of handed-in notebooks.
         timeout: seconds each notebook may take.
         recursive: also grade notebooks in subfolders.
-        registry: ``{chapter: {exercise: max_points}}``; default ``course_utils.checks.registry()``.
-        jobs: how many notebooks to run at the same time (each in its own process and kernel).
+        jobs: how many notebooks to run at the same time (default: one per CPU core).
         echo: where progress lines go.
         output: the CSV file to write.
+        chapter: grade every notebook as this chapter (default: each notebook's own).
+        hint_cost: points taken off per hint level used (default 0: hints are free).
 
     Returns:
         The rows written, as dicts keyed by ``COLUMNS``.
 
     Example:
-        >>> rows = grade_folder("submissions", timeout=120, jobs=2)   # writes submissions/grades.csv
+        >>> rows = grade_folder("submissions", timeout=120)   # writes submissions/grades.csv
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     folder = Path(folder)
-    if registry is None:
-        from course_utils.checks import registry as checks_registry
-
-        registry = checks_registry()
+    jobs = jobs or os.cpu_count() or 1
     notebooks = find_notebooks(folder, recursive)
-    echo(f"Grading {len(notebooks)} notebook(s) in {folder} (time limit {timeout:g} s each"
-         + (f", {jobs} at a time" if jobs > 1 else "") + ").")
+    digests = package_digests()
+    echo(f"Grading {len(notebooks)} notebook(s) in {folder} (time limit {timeout:g} s each, {jobs} at a time).")
     done = []
 
     def grade_one(path):
         submission = path.relative_to(folder).as_posix()
-        notebook_rows, note = grade_notebook(path, submission, timeout, registry)
-        got = sum(r["points"] for r in notebook_rows)
-        total = sum(r["max_points"] for r in notebook_rows)
-        graded = not notebook_rows[0]["status"].startswith("not graded")
-        result = f"{got}/{total} points" if graded else notebook_rows[0]["status"]
+        rows, note = grade_notebook(path, submission, timeout, chapter, hint_cost, digests)
+        graded = not rows[0]["status"].startswith("not graded")
+        result = f"{sum(r['points'] for r in rows):g}/{sum(r['max_points'] for r in rows)} points" if graded \
+            else rows[0]["status"]
         done.append(submission)
-        echo(f"  [{len(done)}/{len(notebooks)}] {submission}: {result}" + (f" ({note})" if note else ""))
-        return notebook_rows
+        echo(f"  [{len(done)}/{len(notebooks)}] {submission}: {result}" + (f" ({note})" if note else "")
+             + (" FLAGGED" if rows[0]["flags"] else ""))
+        return rows
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         rows = [row for notebook_rows in pool.map(grade_one, notebooks) for row in notebook_rows]
     write_csv(rows, Path(output) if output else folder / CSV_NAME)
     return rows
 
 
-def write_csv(rows, path):
-    """Write the rows (dicts keyed by ``COLUMNS``) to ``path`` as CSV with exactly those columns."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def summary(rows):
-    """A readable summary of the rows: one line per submission, then one per exercise.
-
-    Example:
-        >>> print(summary(grade_folder("submissions")))
-        Per submission
-          submission      chapter  points    breakdown
-          alice_04.ipynb  4        10/12     3 correct, 1 partial
-        ...
-    """
-    lines = []
-    submissions = []
-    for row in rows:
-        if row["submission"] not in submissions:
-            submissions.append(row["submission"])
-    width = max([len(s) for s in submissions] + [10])
-    lines.append("Per submission")
-    lines.append(f"  {'submission':<{width}}  chapter  points    breakdown")
-    for submission in submissions:
-        mine = [r for r in rows if r["submission"] == submission]
-        if mine[0]["status"].startswith("not graded"):
-            lines.append(f"  {submission:<{width}}  {str(mine[0]['chapter'] or '-'):<7}  {'-':<8}  {mine[0]['status']}")
-            continue
-        got, total = sum(r["points"] for r in mine), sum(r["max_points"] for r in mine)
-        kinds = [r["status"].split(":")[0] for r in mine]
-        order = ["correct", "partial", "incorrect", "unanswered", "not checked"]
-        breakdown = ", ".join(f"{kinds.count(k)} {k}" for k in order + sorted(set(kinds) - set(order))
-                              if kinds.count(k))
-        reasons = sorted({r["status"].split(": ", 1)[1] for r in mine if r["status"].startswith("not checked: ")})
-        if reasons:
-            breakdown += " (" + "; ".join(_one_line(reason, 70) for reason in reasons[:2]) + ")"
-        lines.append(f"  {submission:<{width}}  {mine[0]['chapter']!s:<7}  {f'{got}/{total}':<8}  {breakdown}")
-    exercises = []
-    for row in rows:
-        key = (row["chapter"], row["exercise"])
-        if row["exercise"] and key not in exercises:
-            exercises.append(key)
-    if exercises:
-        lines.append("")
-        lines.append("Per exercise")
-        lines.append("  exercise  max  mean   correct  partial  incorrect  unanswered  not checked")
-        for chapter, exercise in sorted(exercises):
-            mine = [r for r in rows if (r["chapter"], r["exercise"]) == (chapter, exercise)]
-            mean = sum(r["points"] for r in mine) / len(mine)
-            count = lambda prefix: sum(r["status"].startswith(prefix) for r in mine)
-            lines.append(f"  {f'{chapter}.{exercise}':<8}  {mine[0]['max_points']:<3}  {mean:<5.2f}  "
-                         f"{count('correct'):<7}  {count('partial'):<7}  {count('incorrect'):<9}  "
-                         f"{count('unanswered'):<10}  {count('not checked')}")
-    return "\n".join(lines)
-
-
 def main(argv=None):
-    """The command line: ``python -m course_utils.grade FOLDER [--timeout S] [--jobs N] [--recursive]
-    [--output FILE]``. Returns the exit status: 0 when the folder was graded, 2 for bad usage."""
+    """The command line (see ``--help``). Returns 0 when the folder was graded, 2 for bad usage."""
     parser = argparse.ArgumentParser(
-        prog="python -m course_utils.grade",
-        description="Execute every handed-in exercise notebook in a folder, each in its own kernel with a "
-                    "time limit, and write the scores to FOLDER/grades.csv.")
+        prog="python3 course.py grade",
+        description="Run every handed-in exercise notebook in a folder, each in its own kernel with a time "
+                    "limit, check every exercise with the grader's own checkers, and write FOLDER/grades.csv.")
     parser.add_argument("folder", help="the folder of handed-in .ipynb files")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help=f"seconds each notebook may run, kernel start included (default {DEFAULT_TIMEOUT})")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="how many notebooks to run at the same time (default 1; at most one per CPU core)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help=f"notebooks run at the same time (default: one per CPU core, here {os.cpu_count()})")
+    parser.add_argument("--chapter", type=int, default=None, help="grade every notebook as this chapter")
+    parser.add_argument("--hint-cost", type=float, default=0.0,
+                        help="points taken off an exercise per hint level used (default 0)")
     parser.add_argument("--recursive", action="store_true",
                         help="also grade notebooks in subfolders (e.g. one folder per student)")
     parser.add_argument("--output", help=f"where to write the table (default FOLDER/{CSV_NAME})")
     args = parser.parse_args(argv)
     folder = Path(args.folder)
     if not folder.is_dir():
-        print(f"error: {folder} is not a folder. Give the folder that holds the handed-in notebooks.",
-              file=sys.stderr)
+        print(f"error: {folder} is not a folder. Give the folder that holds the handed-in notebooks.", file=sys.stderr)
         return 2
-    if args.timeout <= 0 or args.jobs < 1:
-        print("error: --timeout must be a positive number of seconds and --jobs at least 1.", file=sys.stderr)
+    if args.timeout <= 0 or (args.jobs is not None and args.jobs < 1) or args.hint_cost < 0:
+        print("error: --timeout must be a positive number of seconds, --jobs at least 1 and --hint-cost not "
+              "negative.", file=sys.stderr)
+        return 2
+    from course_utils.checkers import CHAPTER_MODULES
+
+    if args.chapter is not None and args.chapter not in CHAPTER_MODULES:
+        print(f"error: --chapter {args.chapter}: there are graded exercises for chapters {sorted(CHAPTER_MODULES)}.",
+              file=sys.stderr)
         return 2
     output = Path(args.output) if args.output else folder / CSV_NAME
     try:
@@ -416,14 +273,13 @@ def main(argv=None):
         print(f"error: cannot write the table to {output} ({err}). Use --output to choose another file.",
               file=sys.stderr)
         return 2
-    rows = grade_folder(folder, timeout=args.timeout, recursive=args.recursive, jobs=args.jobs, output=output)
+    rows = grade_folder(folder, timeout=args.timeout, recursive=args.recursive, jobs=args.jobs, output=output,
+                        chapter=args.chapter, hint_cost=args.hint_cost)
     print()
     print(summary(rows) if rows else "No notebooks found (only *.ipynb files are graded).")
     print(f"\nWrote {output}")
     return 0
 
 
-if __name__ == "__course_grade_runner__":
-    sys.exit(_run_one(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])))
-elif __name__ == "__main__":
+if __name__ == "__main__":
     sys.exit(main())

@@ -5,9 +5,10 @@ import nbformat
 import pytest
 
 from course_utils import build
+from course_utils.checkout import NOTEBOOK_FOLDERS, course_config
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted(p for folder in build.FOLDERS for p in (ROOT / folder).glob("*.ipynb"))
+NOTEBOOKS = sorted(p for folder in NOTEBOOK_FOLDERS for p in (ROOT / folder).glob("*.ipynb"))
 
 
 def test_there_are_notebooks():
@@ -16,7 +17,7 @@ def test_there_are_notebooks():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_badge_and_setup_cells_agree_with_the_config(path):
-    config = build.course_config(ROOT)
+    config = course_config(ROOT)
     nb = nbformat.read(path, as_version=4)
     relative = path.relative_to(ROOT).as_posix()
     badge, setup = nb.cells[0], nb.cells[1]
@@ -27,7 +28,43 @@ def test_badge_and_setup_cells_agree_with_the_config(path):
 
 
 def test_notebooks_are_clean_and_exercises_in_sync():
-    assert build.main(["--check"]) == 0, "run `python -m course_utils.build` and commit the result"
+    assert build.main(["--verify"]) == 0, "run `python3 course.py build` and commit the result"
+
+
+def test_exercise_notebooks_get_the_how_it_works_cell_after_their_title():
+    for path in NOTEBOOKS:
+        ids = [cell.id for cell in nbformat.read(path, as_version=4).cells]
+        assert (build.HOW_ID in ids) == (path.parent.name != "notebooks"), path
+        if build.HOW_ID in ids:
+            assert ids.index(build.HOW_ID) == 3, path
+
+
+def test_graded_handouts_hide_solutions(tmp_path):
+    written = build.write_graded_handouts(ROOT, tmp_path)
+    assert [p.name for p in written] == sorted(p.name for p in (ROOT / "exercises").glob("*.ipynb"))
+    for path in written:
+        nb = nbformat.read(path, as_version=4)
+        assert nb.metadata["course"]["mode"] == "graded"
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert ".solution()" not in code and "BEGIN SOLUTION" not in code
+        assert f'ex = exercises({nb.metadata["course"]["chapter"]}, mode="graded")' in code
+        how = next(c for c in nb.cells if c.get("id") == build.HOW_ID)
+        assert "(graded)" in how.source and "solution()" not in how.source
+
+
+def test_exercise_cells_are_read_from_the_solution_notebook():
+    nb = nbformat.v4.new_notebook(metadata={"course": {"chapter": 9, "keras": "keras3"}})
+    nb.cells = [nbformat.v4.new_code_cell("a = 1\n# BEGIN SOLUTION  # PLACEHOLDER: b = None\nb = a + 1\n# END SOLUTION\n"
+                                          "ex.q1.check(b)")]
+    nb.cells[0].id = "c07"
+    assert build.exercise_cells(nb) == {"keras": "keras3", "exercises": {
+        "q1": {"cell": "c07", "call": "ex.q1.check(b)", "solution": "a = 1\nb = a + 1"}}}
+    nb.cells.append(nbformat.v4.new_code_cell("ex.q1.check(b)"))
+    with pytest.raises(ValueError, match="q1 is checked in cells c07 and"):
+        build.exercise_cells(nb)
+    nb.cells = nb.cells[1:]
+    with pytest.raises(ValueError, match="no # BEGIN SOLUTION block"):
+        build.exercise_cells(nb)
 
 
 def test_exercise_replaces_solution_blocks_with_placeholders():
@@ -44,7 +81,7 @@ def test_setup_cell_sets_legacy_keras_only_for_tf_keras_chapters():
     assert 'TF_USE_LEGACY_KERAS"] = "1"' in build.setup_source("tf_keras", config)
     assert "TF_USE_LEGACY_KERAS" not in build.setup_source("keras3", config)
     assert "git+https://github.com/owner/name@main" in build.setup_source("keras3", config)
-    with pytest.raises(ValueError, match="must be 'tf_keras' or 'keras3'"):
+    with pytest.raises(ValueError, match="must be one of"):
         build.setup_source("keras2", config)
 
 

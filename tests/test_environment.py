@@ -1,11 +1,73 @@
-from course_utils.environment import Check, check_environment
+"""The welcome notebook's environment report: what it says locally, on Colab, with a GPU, with other versions."""
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from course_utils import environment
+from course_utils.environment import Finding, environment_report
+from course_utils.runtime import restart_advice
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def colab(monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
 
 
 def test_report_names_every_item():
-    names = [c.name for c in check_environment()]
+    names = [f.name for f in environment_report()]
     assert names[:2] == ["Python", "TensorFlow"] and "MNIST" in names and "devices" in names
+    assert "accelerators" in names and "jax (for chapter 8)" in names
 
 
-def test_fix_lines_say_what_to_do():
-    assert str(Check("MNIST", False, "not found", "Set TFDS_DATA_DIR")) == "[FIX] MNIST: not found\n      -> Set TFDS_DATA_DIR"
-    assert str(Check("where", True, "local Jupyter")) == "[ok] where: local Jupyter"
+def test_levels_and_advice_print():
+    assert str(Finding("MNIST", "FIX", "not found", "Set TFDS_DATA_DIR")) == "[FIX] MNIST: not found\n      -> Set TFDS_DATA_DIR"
+    assert str(Finding("where", "ok", "local Jupyter", "unused")) == "[ok] where: local Jupyter"
+    assert Finding("x", "warn", "y").ok and not Finding("x", "FIX", "y").ok
+
+
+def test_other_python_is_a_fix_locally_and_a_note_on_colab(monkeypatch):
+    monkeypatch.setattr(environment, "PINNED_PYTHON", (3, 99))
+    assert environment._python(colab=False).level == "FIX"
+    assert environment._python(colab=True).level == "note"
+
+
+def test_tensorflow_versions():
+    assert environment._tensorflow("2.21.0", colab=False).level == "ok"
+    note = environment._tensorflow("2.20.0", colab=True)
+    assert note.level == "note" and "tested with TensorFlow 2.21, 2.20" in note.advice
+    assert environment._tensorflow("2.19.0", colab=True).level == "note"
+    assert environment._tensorflow("2.19.0", colab=False).level == "FIX"
+
+
+def test_a_gpu_gets_a_warning_that_says_how_to_switch(monkeypatch, colab):
+    import tensorflow as tf
+
+    real = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: ["/physical_device:GPU:0"] if kind == "GPU" else real(kind))
+    finding = environment._accelerators(tf)
+    assert finding.level == "warn" and finding.found == "1 GPU"
+    assert "Runtime → Change runtime type → CPU" in finding.advice and "chapters 1-8" in finding.advice
+
+
+def test_restart_advice_names_the_menu_of_each_place(colab):
+    assert restart_advice() == "restart the runtime (Runtime → Restart session in Colab)"
+    del sys.modules["google.colab"]
+    assert restart_advice() == "restart the kernel (Kernel → Restart Kernel in JupyterLab)"
+
+
+def test_tested_versions_match_the_pinned_requirement_files():
+    pins = {}
+    for name in ("requirements.txt", "requirements-colab.txt"):
+        path = ROOT / name
+        if path.exists():
+            match = re.search(r"^tensorflow==(\d+\.\d+)", path.read_text(), re.MULTILINE)
+            pins[name] = match and match.group(1)
+    assert pins["requirements.txt"] == environment.TESTED_TENSORFLOW[0]
+    if "requirements-colab.txt" in pins:
+        assert pins["requirements-colab.txt"] in environment.TESTED_TENSORFLOW

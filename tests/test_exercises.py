@@ -6,12 +6,12 @@ import re
 
 import nbformat
 
-from course_utils import build
-from course_utils.checks import registry
+from course_utils.checkers import registry
+from course_utils.checkout import checkout_root
 
 
 def test_every_chapter_with_exercises_has_a_solution_notebook_that_checks_them_all():
-    solutions = sorted((build.ROOT / "solutions").glob("*.ipynb"))
+    solutions = sorted((checkout_root() / "solutions").glob("*.ipynb"))
     chapters = {}
     for path in solutions:
         nb = nbformat.read(path, as_version=4)
@@ -26,7 +26,7 @@ def test_every_chapter_with_exercises_has_a_solution_notebook_that_checks_them_a
 
 
 def test_exercise_notebooks_contain_no_solution_code():
-    for path in sorted((build.ROOT / "exercises").glob("*.ipynb")):
+    for path in sorted((checkout_root() / "exercises").glob("*.ipynb")):
         text = path.read_text()
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path.name
         assert "# YOUR CODE HERE" in text, path.name

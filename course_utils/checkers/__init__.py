@@ -1,0 +1,77 @@
+"""Checkers for the graded exercises (``exercises/NN_*.ipynb``), in the style of Kaggle's learntools.
+
+In an exercise notebook::
+
+    from course_utils.checkers import exercises
+    ex = exercises(4)              # the checkers of chapter 4
+    ex.q1.check(mesh, layout)      # prints "Correct!" or a hint aimed at your mistake
+    ex.q1.hint()                   # a nudge; ex.q1.hint(2) says more
+    ex.q1.solution()               # the answer (not in graded hand-outs)
+    ex.summary()                   # your points so far in this kernel
+
+A checker never raises because of an answer: a wrong type, a function that crashes, a tensor on
+the wrong mesh all give a hint. An answer still left at its placeholder (``None``, ``...``, or a
+dict/list of those) prints "Not answered yet" and scores 0.
+
+The package: ``core.py`` (results, feedback, the exercise class), ``answers.py`` (reading
+answers), one module per chapter (``ch1.py`` ...) with each exercise's grader and hints side by
+side, and ``notebook_cells.py``, generated from the solution notebooks by the build (each
+exercise's check call, cell and solution code). ``sandbox.py`` is the grader's side in a kernel.
+TensorFlow is imported only inside the graders that need it, so :func:`registry` is cheap.
+"""
+import importlib
+
+from .answers import is_placeholder
+from .core import CORRECT, GRADED, INCORRECT, PARTIAL, SELF_STUDY, UNANSWERED, ChapterExercises, Exercise, Result
+
+__all__ = ["CORRECT", "GRADED", "INCORRECT", "PARTIAL", "SELF_STUDY", "UNANSWERED", "ChapterExercises", "Exercise",
+           "Result", "chapter_definition", "exercises", "is_placeholder", "registry"]
+
+CHAPTER_MODULES = {1: "ch1", 2: "ch2", 3: "ch3", 4: "ch4", 5: "ch5", 6: "ch6"}
+_BOUND = {}
+
+
+def chapter_definition(number):
+    """The :class:`~course_utils.checkers.core.Chapter` declared by chapter ``number``'s module.
+
+    Raises:
+        ValueError: the chapter has no exercises.
+    """
+    if number not in CHAPTER_MODULES:
+        raise ValueError(f"There are exercises for chapters {sorted(CHAPTER_MODULES)}, not {number!r}.")
+    return importlib.import_module(f".{CHAPTER_MODULES[number]}", __name__).CHAPTER
+
+
+def exercises(chapter, mode=SELF_STUDY):
+    """The checkers of ``chapter``, as an object with attributes ``q1``, ``q2``, ...
+
+    The same object is returned each time (per mode), so ``summary()`` sees every check of the
+    kernel.
+
+    Args:
+        chapter: the chapter number.
+        mode: ``"self-study"`` (hints, solutions, feedback that explains the right answer) or
+            ``"graded"`` (graded hand-outs: no ``solution()``, feedback that never states the
+            right answer).
+
+    Raises:
+        ValueError: there are no exercises for that chapter, or the mode is unknown.
+
+    Example:
+        >>> ex = exercises(3)
+        >>> ex.q4.check([False, True, True, False, True, False])   # prints "Correct! 6/6 points." and why
+    """
+    key = (chapter, mode)
+    if key not in _BOUND:
+        _BOUND[key] = chapter_definition(chapter).bind(mode)
+    return _BOUND[key]
+
+
+def registry():
+    """Every chapter's exercises and their maximum points: ``{chapter: {"q1": points, ...}}``.
+
+    Example:
+        >>> registry()[4]
+        {'q1': 2, 'q2': 2, 'q3': 4, 'q4': 4}
+    """
+    return {number: chapter_definition(number).max_points() for number in CHAPTER_MODULES}

@@ -1,0 +1,221 @@
+"""Reading learners' answers: placeholders, numbers, shapes, tensors and DTensors.
+
+Everything here is forgiving about the *type* of an answer (a NumPy bool is a bool, a
+``TensorShape`` is a shape) and returns ``None`` when an answer cannot be read, so that the
+graders can say what they expected instead of raising. TensorFlow is imported only inside the
+functions that need it.
+"""
+import math
+
+UNSHARDED = "unsharded"  # the value of dtensor.UNSHARDED, without importing TensorFlow
+
+__all__ = ["UNSHARDED", "as_bool", "as_float", "as_int", "as_shape", "checker_mesh", "close", "fmt_dims",
+           "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
+           "quiet_tensorflow", "short_error", "specs"]
+
+
+def is_placeholder(value, none_is_answer=False):
+    """Whether ``value`` is still an exercise placeholder rather than an answer.
+
+    ``...`` always is; ``None`` is unless ``none_is_answer`` (for exercises where ``None`` is a
+    meaningful wrong answer, such as a gradient the tape did not record). A list, tuple or dict
+    is a placeholder when it is empty or all its items are.
+
+    Example:
+        >>> is_placeholder({"a": None, "b": None}), is_placeholder([True, None])
+        (True, False)
+    """
+    if value is Ellipsis or (value is None and not none_is_answer):
+        return True
+    if isinstance(value, dict):
+        return all(is_placeholder(v, none_is_answer) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(is_placeholder(v, none_is_answer) for v in value)
+    return False
+
+
+def short_error(err, limit=300):
+    """One line about an exception, cut to ``limit`` characters (TensorFlow's can be huge).
+
+    Example:
+        >>> short_error(ValueError("bad\\n  shape"))
+        'ValueError: bad shape'
+    """
+    text = " ".join(str(err).split())
+    if len(text) > limit:
+        text = text[:limit] + " ..."
+    return f"{type(err).__name__}: {text}"
+
+
+def as_bool(value):
+    """``True``/``False`` from a bool, a NumPy bool or 0/1; else None."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    return None
+
+
+def as_int(value):
+    """An int from an int or an integral NumPy number; else None (bools are not ints here)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        if int(value) == value:
+            return int(value)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return None
+
+
+def as_shape(value):
+    """A tuple of ints from a tuple, list or ``TensorShape``; else None."""
+    try:
+        if hasattr(value, "as_list"):
+            value = value.as_list()
+        ints = tuple(as_int(s) for s in tuple(value))
+        if all(i is not None for i in ints):
+            return ints
+    except TypeError:
+        pass
+    return None
+
+
+def close(a, b, rel=1e-4):
+    """Whether two numbers (either may be None) are equal up to ``rel`` (and 1e-7 absolute)."""
+    return a is not None and b is not None and math.isclose(a, b, rel_tol=rel, abs_tol=1e-7)
+
+
+def layout_of(value):
+    """The DTensor layout of a tensor or variable, or None if it is not a DTensor."""
+    from tensorflow.experimental import dtensor
+
+    try:
+        return dtensor.fetch_layout(value)
+    except Exception:
+        return None
+
+
+def specs(layout):
+    """A layout's sharding specs as a list."""
+    return list(layout.sharding_specs)
+
+
+def mesh_dims(mesh):
+    """A mesh's axes as ``[(name, size), ...]``."""
+    return [(name, mesh.dim_size(name)) for name in mesh.dim_names]
+
+
+def fmt_dims(dims):
+    """``[("batch", 4), ("model", 2)]`` as ``"batch=4 x model=2"``."""
+    return " x ".join(f"{n}={s}" for n, s in dims) or "(no axes)"
+
+
+def global_numpy(value):
+    """The full (global) value of a tensor, variable, DTensor or array as a NumPy array."""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    if isinstance(value, tf.Variable):
+        value = value.read_value()
+    layout = layout_of(value) if isinstance(value, tf.Tensor) else None
+    if layout is not None:
+        replicated = dtensor.Layout.replicated(layout.mesh, rank=len(layout.sharding_specs))
+        return dtensor.unpack(dtensor.relayout(value, replicated))[0].numpy()
+    if isinstance(value, tf.Tensor):
+        return value.numpy()
+    return np.asarray(value)
+
+
+def as_float(value):
+    """A Python float from a number, a scalar tensor or array; ValueError otherwise."""
+    array = global_numpy(value)
+    if array.size != 1:
+        raise ValueError(f"expected one number, got shape {list(array.shape)}")
+    return float(array.reshape(()))
+
+
+class quiet_tensorflow:
+    """Silence TensorFlow's Python warnings (retracing, eager strategy) while a checker runs."""
+
+    def __enter__(self):
+        import tensorflow as tf
+
+        self._logger = tf.get_logger()
+        self._level = self._logger.level
+        self._logger.setLevel("ERROR")
+
+    def __exit__(self, *exc):
+        self._logger.setLevel(self._level)
+
+
+def logical_cpus():
+    """The names of this process's logical CPUs."""
+    import tensorflow as tf
+
+    return [d.name for d in tf.config.list_logical_devices("CPU")]
+
+
+_MESH_CACHE = {}
+
+
+def checker_mesh():
+    """A 'batch' x 'model' mesh on this process's logical CPUs (4 x 2 with the course's 8 CPUs)."""
+    from tensorflow.experimental import dtensor
+
+    cpus = logical_cpus()
+    key = tuple(cpus)
+    if key not in _MESH_CACHE:
+        model = 2 if len(cpus) >= 2 else 1
+        batch = min(4, len(cpus) // model)
+        _MESH_CACHE[key] = dtensor.create_mesh([("batch", batch), ("model", model)], devices=cpus[: batch * model])
+    return _MESH_CACHE[key]
+
+
+def on_mesh(value, layout):
+    """A host value as a DTensor with ``layout``."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    replicated = dtensor.Layout.replicated(layout.mesh, rank=len(layout.sharding_specs))
+    return dtensor.relayout(dtensor.copy_to_mesh(tf.constant(value), replicated), layout)
+
+
+def grade_items(feedback, answer, expected, explain, normalize, what):
+    """Grade a dict of independent items, one point each, into ``feedback``.
+
+    Args:
+        feedback: the :class:`~course_utils.checkers.core.Feedback` to add lines to.
+        answer: the learner's dict.
+        expected: ``{key: right value}``.
+        explain: ``(key, given, raw) -> (why, answer)``: why ``given`` is wrong, and the part of
+            the explanation that gives the right answer away (may be ``""``).
+        normalize: turns an item into something comparable with the right value (or None).
+        what: a few words on what each item is, for the message about a wrong type.
+    """
+    if not isinstance(answer, dict):
+        feedback.wrong(f"Give a dict with the keys {list(expected)} ({what}), not a {type(answer).__name__}.")
+        return feedback
+    missing = [k for k in expected if k not in answer]
+    extra = [k for k in answer if k not in expected]
+    if missing:
+        feedback.wrong(f"Missing key(s) {missing}: answer every item.")
+    if extra:
+        feedback.wrong(f"Unknown key(s) {extra}: the keys are {list(expected)}.")
+    for key, right in expected.items():
+        if key not in answer:
+            continue
+        raw = answer[key]
+        if is_placeholder(raw):
+            feedback.wrong(f"{key}: not answered yet.")
+            continue
+        given = normalize(raw)
+        if given == right:
+            feedback.right(key)
+        else:
+            why, reveal = explain(key, given, raw)
+            feedback.wrong(f"{key}: {why}", answer=reveal)
+    return feedback

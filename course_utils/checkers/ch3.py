@@ -1,0 +1,250 @@
+"""Chapter 3 · Beyond one process: the exercises' graders and hints."""
+import json
+
+from .answers import as_bool, grade_items, is_placeholder
+from .core import Exercise, Feedback, chapter
+
+MWMS_WORKERS = ["localhost:12345", "localhost:12346", "localhost:12347"]
+MWMS = {"cluster": {"worker": MWMS_WORKERS}, "task": {"type": "worker", "index": 2}}
+PS_CLUSTER = {"chief": ["localhost:20000"], "worker": ["localhost:20001", "localhost:20002"],
+              "ps": ["localhost:20003"]}
+PS = {"cluster": PS_CLUSTER, "task": {"type": "ps", "index": 0}}
+ROLE_ALIASES = {"parameter_server": "ps", "parameterserver": "ps", "parameter-server": "ps", "server": "ps",
+                "workers": "worker", "chiefs": "chief", "master": "chief"}
+
+
+def _parse_tf_config(fb, tf_config):
+    """The TF_CONFIG answer as a dict and the most points it can earn, or (None, 0)."""
+    if isinstance(tf_config, dict):
+        fb.wrong("TF_CONFIG is an environment variable, so its value must be a STRING: json.dumps(your_dict). "
+                 "(The content is graded below, but a dict earns at most 1 point.)")
+        return tf_config, 1
+    if isinstance(tf_config, (str, bytes)):
+        try:
+            config = json.loads(tf_config)
+        except ValueError as err:
+            fb.wrong(f"Not valid JSON ({err}). Build a dict and json.dumps it instead of writing JSON by hand.")
+            return None, 0
+        if isinstance(config, dict):
+            return config, 2
+    fb.wrong("TF_CONFIG must be a JSON string (json.dumps of a dict) with the keys 'cluster' and 'task'.")
+    return None, 0
+
+
+def _cluster_problems(cluster, right):
+    """Why a cluster dict differs from ``right``, as a list of short reasons."""
+    why = []
+    for role in cluster:
+        if role in ROLE_ALIASES:
+            why.append(f"the role is called {ROLE_ALIASES[role]!r}, not {role!r}")
+        elif role not in right:
+            why.append("this cluster has no chief: worker 0 does the chief's extra work (checkpoints, logs)"
+                       if role == "chief" else f"there is no {role!r} role in this cluster")
+    for role, addresses in right.items():
+        given = cluster.get(role)
+        if given is None:
+            if role == "chief":
+                why.append("the 'chief' is missing: with ParameterServerStrategy the chief runs the "
+                           "ClusterCoordinator and must be in the cluster")
+            elif not any(ROLE_ALIASES.get(r) == role for r in cluster):
+                why.append(f"the {role!r} role is missing")
+        elif not isinstance(given, list) or not all(isinstance(a, str) for a in given):
+            why.append(f"{role!r} must be a list of 'host:port' strings")
+        elif given != addresses:
+            why.append(f"the {role!r} list is in another order: every process needs the identical, identically "
+                       f"ordered list, because a task index means a position in it" if sorted(given) == sorted(addresses)
+                       else f"the {role!r} list does not hold the addresses given in the exercise")
+    return why
+
+
+def _task_problems(task, right, task_words):
+    why = []
+    ttype, index = task.get("type"), task.get("index")
+    if ttype != right["type"]:
+        alias = ROLE_ALIASES.get(ttype) if isinstance(ttype, str) else None
+        why.append(f"the role is called {alias!r}" if alias == right["type"]
+                   else f"{ttype!r} is not the role of {task_words}")
+    if isinstance(index, str):
+        why.append(f"'index' must be a number (int), not the string {index!r}")
+    elif index != right["index"]:
+        why.append("indices count from 0" if isinstance(index, int) and index == right["index"] + 1
+                   else f"'index' {index!r} does not point to {task_words}")
+    extra = [k for k in task if k not in ("type", "index")]
+    if extra:
+        why.append(f"unknown key(s) {extra} in 'task'")
+    return why
+
+
+def grade_tf_config(tf_config, expected, task_words):
+    """Grade a TF_CONFIG string against ``expected``: 1 point for the cluster, 1 for the task."""
+    fb = Feedback()
+    config, cap = _parse_tf_config(fb, tf_config)
+    if config is None:
+        return fb
+    extra = [k for k in config if k not in ("cluster", "task")]
+    if extra:
+        fb.wrong(f"Unknown top-level key(s) {extra}: TF_CONFIG has exactly 'cluster' and 'task'.")
+    cluster, task = config.get("cluster"), config.get("task")
+    if not isinstance(cluster, dict):
+        fb.wrong("'cluster' is missing or not a dict of role -> list of 'host:port' strings.")
+    elif cluster == expected["cluster"]:
+        fb.right("cluster")
+    else:
+        why = _cluster_problems(cluster, expected["cluster"])
+        fb.wrong("cluster: " + ("; ".join(why) if why else "it differs from the one described") + ".",
+                 answer=f"It is {expected['cluster']}.")
+    if not isinstance(task, dict):
+        fb.wrong("'task' is missing or not a dict like {'type': ..., 'index': ...}.")
+    elif task == expected["task"]:
+        fb.right(f"task: {task_words}")
+    else:
+        fb.wrong("task: " + "; ".join(_task_problems(task, expected["task"], task_words)) + ".",
+                 answer=f"It is {expected['task']}.")
+    fb.points = min(fb.points, cap)
+    return fb
+
+
+class WorkerConfig(Exercise):
+    title = "TF_CONFIG for a multi-worker task"
+    points = 2
+    hints = (
+        "TF_CONFIG has two parts: what every process shares, and what is this process's own.",
+        "TF_CONFIG is a JSON string with 'cluster' (the same in every process: role -> ordered list of "
+        "'host:port') and 'task' (this process: its role and its index in that list, from 0).",
+    )
+
+    def grade(self, tf_config):
+        return grade_tf_config(tf_config, MWMS, "the third worker")
+
+
+class ParameterServerConfig(Exercise):
+    title = "TF_CONFIG for a parameter server"
+    points = 2
+    hints = (
+        "Which roles does a ParameterServerStrategy cluster have, and which one is this process?",
+        "A ParameterServerStrategy cluster has three roles: 'chief' (runs the ClusterCoordinator), 'worker' and "
+        "'ps'. Every process gets the same cluster; only 'task' differs.",
+    )
+
+    def grade(self, tf_config):
+        return grade_tf_config(tf_config, PS, "the parameter server")
+
+
+FAULTS = {"stop_signal": "SIGKILL", "restores": "B", "peer_killed": "B"}
+FAULT_WHY = {
+    ("stop_signal", "SIGTERM"): "once a MultiWorkerMirroredStrategy worker has built its strategy, TensorFlow's "
+                                "preemption notifier catches SIGTERM and the process keeps running (chapter 3 showed "
+                                "terminate() failing).",
+    ("stop_signal", "SIGINT"): "SIGINT (Ctrl-C) can be caught and handled like SIGTERM.",
+    ("restores", "A"): "BackupAndRestore saves a full training checkpoint, not only the weights.",
+    ("restores", "C"): "it does not save the position inside the dataset iterator: with save_freq='epoch' the "
+                       "interrupted epoch is run again from its start.",
+    ("restores", "D"): "fit() restores automatically when it starts and finds a backup in backup_dir (and deletes "
+                       "the backup when training finishes).",
+    ("peer_killed", "A"): "synchronous training needs every worker in every all-reduce; the survivor cannot go on "
+                          "alone.",
+    ("peer_killed", "C"): "only at START-UP does a worker wait for a missing peer with no time limit; a collective "
+                          "in the middle of training notices a lost peer.",
+}
+FAULT_ANSWERS = {
+    "stop_signal": "Only SIGKILL cannot be caught or ignored.",
+    "restores": "It restores the weights, the optimizer's state and the epoch (or step) counter.",
+    "peer_killed": "The survivor fails fast with UnavailableError (a hung peer is detected by heartbeats); restart "
+                   "the job.",
+}
+
+
+def _normalize_signal(value):
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and name.startswith("SIG"):
+        return name
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {9: "SIGKILL", 15: "SIGTERM", 2: "SIGINT"}.get(value, str(value))
+    if isinstance(value, str):
+        text = value.strip().upper()
+        if text.isdigit():
+            return _normalize_signal(int(text))
+        return text if text.startswith("SIG") else "SIG" + text
+    return value
+
+
+def _normalize_letter(value):
+    return value.strip().upper().rstrip(")").strip() if isinstance(value, str) else value
+
+
+class Faults(Exercise):
+    title = "Stopping, losing and restoring workers"
+    points = 3
+    hints = (
+        "Chapter 3 stopped a worker for real: which signal did it take, what did the other worker see, and where "
+        "did fit() continue after the restart?",
+        "terminate() sends SIGTERM; the chapter showed what a MultiWorkerMirroredStrategy worker does with it. "
+        "BackupAndRestore is a full training checkpoint.",
+    )
+
+    def grade(self, answers):
+        if isinstance(answers, dict):
+            answers = {k: (v if is_placeholder(v) else
+                           (_normalize_signal if k == "stop_signal" else _normalize_letter)(v))
+                       for k, v in answers.items()}
+
+        def explain(key, given, raw):
+            if (key, given) in FAULT_WHY:
+                return FAULT_WHY[(key, given)], FAULT_ANSWERS[key]
+            if key == "stop_signal":
+                return f"{raw!r}: answer with a signal name such as 'SIGTERM' or 'SIGKILL'.", ""
+            return f"{raw!r}: answer with one of the letters A, B, C, D.", ""
+
+        return grade_items(Feedback(), answers, FAULTS, explain, lambda v: v, "see the questions")
+
+
+STATEMENTS = [
+    ("ParameterServerStrategy is model parallelism: each worker trains a different part of the model.", False,
+     "It is data parallelism: every worker runs the whole model on its own batches; only the variables live on "
+     "(and may be sharded over) the parameter servers."),
+    ("With MultiWorkerMirroredStrategy all workers hold identical weights after every training step.", True,
+     "Every step all-reduces the gradients, so every worker applies the same update to the same weights."),
+    ("With ParameterServerStrategy, when one worker process is killed, training goes on with the others.", True,
+     "The ClusterCoordinator reschedules the lost worker's functions on the remaining workers (a killed "
+     "parameter server, however, fails the job with UnavailableError)."),
+    ("MultiWorkerMirroredStrategy needs Kubernetes (or another cluster manager) to find its peers.", False,
+     "Each process reads the cluster and its own role from TF_CONFIG; chapter 3 ran two workers on localhost "
+     "with nothing else."),
+    ("In asynchronous training a worker may compute its gradient from weights that other workers have updated "
+     "since it read them (a stale gradient).", True,
+     "Nobody waits for anybody, so updates from other workers can land between a worker's read and its write."),
+    ("Each process may list the workers in its own order, as long as its own task index points to itself.", False,
+     "Every process must get the identical, identically ordered cluster list: indices are positions in it."),
+]
+
+
+class SyncAsync(Exercise):
+    title = "Synchronous versus asynchronous"
+    points = 6
+    hints = (
+        "Synchronous = everybody all-reduces every step (MultiWorkerMirroredStrategy); asynchronous = workers push "
+        "updates to parameter servers without waiting (ParameterServerStrategy).",
+        "Both are data parallelism. Re-read what chapter 3 showed when a worker or a parameter server was killed.",
+    )
+
+    def grade(self, statements):
+        fb = Feedback()
+        if isinstance(statements, (str, bytes, dict)) or not hasattr(statements, "__len__"):
+            fb.wrong(f"Give a list of {len(STATEMENTS)} booleans, one per statement (True = the statement is true).")
+            return fb
+        values = [as_bool(s) for s in statements]
+        if len(values) != len(STATEMENTS):
+            fb.wrong(f"Give one True/False per statement: {len(STATEMENTS)} values, not {len(values)}.")
+            return fb
+        for i, (value, (_, truth, why)) in enumerate(zip(values, STATEMENTS), start=1):
+            if value is None:
+                fb.wrong(f"statement {i}: not answered yet (use True or False).")
+            elif value == truth:
+                fb.right(f"statement {i}")
+            else:
+                fb.wrong(f"statement {i}: think again.", answer=f"It is {truth}: {why}")
+        return fb
+
+
+CHAPTER = chapter(3, "Beyond one process", [WorkerConfig, ParameterServerConfig, Faults, SyncAsync],
+                  uses_tensorflow=False)

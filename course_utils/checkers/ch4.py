@@ -1,0 +1,226 @@
+"""Chapter 4 · DTensor meshes and layouts: the exercises' graders and hints."""
+from .answers import (UNSHARDED, as_bool, as_int, as_shape, fmt_dims, grade_items, is_placeholder, layout_of,
+                      mesh_dims, short_error, specs)
+from .core import Exercise, Feedback, chapter
+
+MESH = [("batch", 4), ("model", 2)]
+
+
+def grade_mesh(fb, mesh):
+    """Add a line about a mesh that should be batch=4 x model=2; return whether it is."""
+    if not (hasattr(mesh, "dim_names") and hasattr(mesh, "dim_size")):
+        fb.wrong(f"mesh should be a dtensor.Mesh (dtensor.create_mesh or make_mesh), not a {type(mesh).__name__}.")
+        return False
+    dims = mesh_dims(mesh)
+    if dims == MESH:
+        fb.right(f"mesh: {fmt_dims(dims)}")
+        return True
+    if sorted(dims) == sorted(MESH):
+        fb.wrong(f"mesh is {fmt_dims(dims)}: list the axes in the order asked. The order decides which devices "
+                 f"share a 'batch' row.")
+    elif len(dims) == 1:
+        fb.wrong(f"mesh is 1-D ({fmt_dims(dims)}); the exercise asks for a 2-D mesh batch=4 x model=2.")
+    else:
+        fb.wrong(f"mesh is {fmt_dims(dims)}; the exercise asks for batch=4 x model=2.")
+    return False
+
+
+class MeshAndLayout(Exercise):
+    title = "A 2-D mesh and a column-sharded layout"
+    points = 2
+    hints = (
+        "A Layout has one sharding spec per tensor axis: a mesh axis name splits that tensor axis, "
+        "dtensor.UNSHARDED keeps it whole.",
+        "Mesh axes that the layout does not name replicate the tensor. Which tensor axis holds the columns?",
+    )
+
+    def grade(self, mesh, layout):
+        from tensorflow.experimental import dtensor
+
+        fb = Feedback()
+        grade_mesh(fb, mesh)
+        if not isinstance(layout, dtensor.Layout):
+            fb.wrong(f"layout should be a dtensor.Layout, not a {type(layout).__name__}.")
+            return fb
+        given, right = specs(layout), [UNSHARDED, "model"]
+        if len(given) != 2:
+            fb.wrong(f"layout has {len(given)} sharding spec(s) {given}; a matrix has 2 axes, so give one spec per axis.")
+        elif given == right and mesh_dims(layout.mesh) == MESH:
+            fb.right(f"layout: {given}: each device holds all 784 rows and 64 of the 128 columns")
+        elif given == right:
+            fb.wrong(f"layout: the specs are right but it lives on a mesh {fmt_dims(mesh_dims(layout.mesh))}; build "
+                     f"it on your batch=4 x model=2 mesh.")
+        elif given == ["model", UNSHARDED]:
+            fb.wrong(f"layout {given} splits the ROWS (axis 0, the 784 inputs); the columns are axis 1.")
+        elif given == [UNSHARDED, UNSHARDED]:
+            fb.wrong(f"layout {given} is fully replicated: every device holds the whole matrix.")
+        elif "batch" in given:
+            fb.wrong(f"layout {given} uses 'batch': that mesh axis splits the DATA. A weight is replicated over "
+                     f"'batch', by not naming it.")
+        else:
+            fb.wrong(f"layout {given} does not split the columns over 'model'.")
+        return fb
+
+
+X_SHAPE = (8, 3)
+
+
+class PackByHand(Exercise):
+    title = "Pack a batch by hand on a 2-D mesh"
+    points = 2
+    hints = (
+        "dtensor.pack needs one component per device, in the mesh's device order.",
+        "The device order is row-major: the last mesh axis varies fastest. Devices that differ only in 'model' get "
+        "the same rows.",
+    )
+
+    def grade(self, packed):
+        import numpy as np
+        import tensorflow as tf
+        from tensorflow.experimental import dtensor
+
+        from ..packing import shard_slices
+
+        fb = Feedback()
+        x = np.arange(np.prod(X_SHAPE), dtype="float32").reshape(X_SHAPE)
+        if not isinstance(packed, (tf.Tensor, tf.Variable)):
+            fb.wrong(f"packed should be the DTensor that dtensor.pack returned, not a {type(packed).__name__}.")
+            return fb
+        layout = layout_of(packed)
+        if layout is None:
+            fb.wrong("packed is an ordinary tensor, not a DTensor. Build one component per device and call "
+                     "dtensor.pack(components, layout).")
+            return fb
+        given, dims = specs(layout), mesh_dims(layout.mesh)
+        if dims != MESH:
+            fb.wrong(f"packed lives on a mesh {fmt_dims(dims)}; use the 2-D mesh batch=4 x model=2.")
+            return fb
+        layout_ok = given == ["batch", UNSHARDED]
+        if layout_ok:
+            fb.right(f"layout {given}: rows split over 'batch', replicated over 'model'")
+        elif given == ["model", UNSHARDED]:
+            fb.wrong(f"layout {given} splits the batch over 'model'. Examples go to 'batch'; every device along "
+                     f"'model' gets the same examples.")
+        elif given == [UNSHARDED, UNSHARDED]:
+            fb.wrong(f"layout {given} is replicated: every device holds the whole batch.")
+        else:
+            fb.wrong(f"layout {given} does not split the rows over 'batch' only.")
+        try:
+            components = [c.numpy() for c in dtensor.unpack(packed)]
+        except Exception as err:
+            fb.wrong(f"Could not read the components back ({short_error(err)}).")
+            return fb
+        expected = [x[index] for index in shard_slices(x.shape, dtensor.Layout(["batch", UNSHARDED], layout.mesh))]
+        if len(components) == len(expected) and all(
+                c.shape == e.shape and np.array_equal(c, e) for c, e in zip(components, expected)):
+            if layout_ok:
+                fb.right("components: device (batch=b, model=m) holds rows 2b and 2b+1, the same for both 'model' "
+                         "indices")
+            return fb
+        if not layout_ok:
+            return fb
+        pieces = np.split(x, 4)
+        if len(components) == 8 and all(np.array_equal(c, s) for c, s in zip(components, pieces + pieces)):
+            fb.wrong("components are in the wrong device order. A 2-D mesh numbers its devices row-major: CPU:0 = "
+                     "(batch 0, model 0), CPU:1 = (batch 0, model 1), CPU:2 = (batch 1, model 0), ...",
+                     answer="So each batch piece appears twice IN A ROW.")
+        elif len(components) == 8 and all(c.shape == (2, 3) for c in components):
+            bad = [i for i, (c, e) in enumerate(zip(components, expected)) if not np.array_equal(c, e)]
+            fb.wrong(f"components on device(s) {bad} hold the wrong rows. The global value must equal x.")
+        else:
+            fb.wrong("the packed value is not x = tf.reshape(tf.range(24.), (8, 3)) split by rows.")
+        return fb
+
+
+T_SHAPE = (8, 12)
+SHARDS = {
+    "a": (["batch", UNSHARDED], (2, 12), 2),
+    "b": ([UNSHARDED, "model"], (8, 6), 4),
+    "c": (["model", "batch"], (4, 3), 1),
+    "d": ([UNSHARDED, UNSHARDED], (8, 12), 8),
+}
+
+
+class ShardShapes(Exercise):
+    title = "Predict shard shapes and copies"
+    points = 4
+    hints = (
+        "Divide each tensor axis by the size of the mesh axis named in its spec.",
+        "The number of copies of each shard is the product of the sizes of the mesh axes the layout does not use.",
+    )
+
+    def grade(self, shard_shapes, copies):
+        fb = Feedback()
+        for name, answer in (("shard_shapes", shard_shapes), ("copies", copies)):
+            if not isinstance(answer, dict):
+                fb.wrong(f"{name}: give a dict with the keys {list(SHARDS)}, not a {type(answer).__name__}.")
+            elif sorted(answer) != sorted(SHARDS):
+                fb.wrong(f"{name}: the keys are {list(SHARDS)}, got {sorted(answer)}.")
+        if not isinstance(shard_shapes, dict) or not isinstance(copies, dict):
+            return fb
+        sizes = dict(MESH)
+        swapped_sizes = {"batch": sizes["model"], "model": sizes["batch"]}
+        for key, (layout_specs, shape, copy) in SHARDS.items():
+            raw_shape, raw_copies = shard_shapes.get(key), copies.get(key)
+            if is_placeholder(raw_shape) and is_placeholder(raw_copies):
+                fb.wrong(f"{key}: not answered yet.")
+                continue
+            given_shape, given_copies = as_shape(raw_shape), as_int(raw_copies)
+            why = []
+            if given_shape != shape:
+                swapped = tuple(n // swapped_sizes[s] if s != UNSHARDED else n for n, s in zip(T_SHAPE, layout_specs))
+                if given_shape is None:
+                    why.append(f"give the shard shape as a tuple of ints, got {raw_shape!r}")
+                elif given_shape == T_SHAPE and layout_specs != [UNSHARDED, UNSHARDED]:
+                    why.append("that is the global shape; a sharded axis is divided by the size of its mesh axis")
+                elif given_shape == swapped and swapped != shape:
+                    why.append("you divided by the wrong mesh axis: 'batch' has 4 devices and 'model' has 2")
+                else:
+                    why.append(f"shape {given_shape} is not each global size divided by the size of the mesh axis "
+                               f"named in its spec")
+            if given_copies != copy:
+                why.append(f"give the number of copies as an int, got {raw_copies!r}" if given_copies is None else
+                           f"{given_copies} copies is not 8 devices / the number of distinct shards")
+            if why:
+                fb.wrong(f"{key} {layout_specs}: " + "; ".join(why) + ".")
+            else:
+                fb.right(f"{key} {layout_specs}: shard {shape}, {copy} cop{'y' if copy == 1 else 'ies'}")
+        return fb
+
+
+MATMULS = {
+    "a": ("x ['batch', U] @ w [U, U]", False,
+          "x is split by rows and w is replicated: each device multiplies its own rows of x by the whole w and "
+          "gets its own rows of y. No communication."),
+    "b": ("x ['batch', U] @ w [U, 'model']", False,
+          "each device has its rows of x with the whole contracted axis, and its columns of w: it computes its "
+          "own block of y, laid out ['batch', 'model']. No communication."),
+    "c": ("x ['batch', 'model'] @ w ['model', U]", True,
+          "both operands split the CONTRACTED axis over 'model': each device computes only part of every dot "
+          "product, and the partial sums must be added across 'model' (an all-reduce)."),
+    "d": ("x ['batch', U] @ w ['model', U]", True,
+          "w is split along the contracted axis while x is not: a device holds only part of w's rows, so it can "
+          "compute only a partial sum; DTensor must sum across 'model' (or first all-gather w)."),
+}
+
+
+class NeedsCollective(Exercise):
+    title = "Which matmul needs a collective?"
+    points = 4
+    hints = (
+        "y[i, j] = sum over k of x[i, k] * w[k, j]. Which axis is summed over?",
+        "Communication is needed when a device holds only part of the k (contracted) axis of an operand.",
+    )
+
+    def grade(self, needs_collective):
+        expected = {k: truth for k, (_, truth, _) in MATMULS.items()}
+
+        def explain(key, given, raw):
+            if given is None:
+                return f"answer True or False, got {raw!r}.", ""
+            return f"{MATMULS[key][0]}: think about the contracted axis.", MATMULS[key][2]
+
+        return grade_items(Feedback(), needs_collective, expected, explain, as_bool, "True or False per matmul")
+
+
+CHAPTER = chapter(4, "DTensor meshes and layouts", [MeshAndLayout, PackByHand, ShardShapes, NeedsCollective])

@@ -1,0 +1,273 @@
+"""Chapter 5 · DTensor with Keras (tf_keras): the exercises' graders and hints."""
+import re
+import sys
+
+from .answers import UNSHARDED, fmt_dims, global_numpy, layout_of, mesh_dims, short_error, specs
+from .core import Exercise, Feedback, chapter
+
+
+def _keras_seed_generator():
+    """tf_keras' thread-local seed holder, if tf_keras is loaded (it is what the DTensor seed check reads)."""
+    backend = sys.modules.get("tf_keras.src.backend")
+    return getattr(backend, "_SEED_GENERATOR", None)
+
+
+def _variable_layout(variable):
+    return layout_of(variable.read_value() if hasattr(variable, "read_value") else variable)
+
+
+class Seeds(Exercise):
+    title = "Seeds for DTensor-aware layers"
+    points = 2
+    hints = (
+        "What does tf_keras ask for before it initialises a DTensor layer, and why must every client do the same?",
+        "tf_keras refuses to initialise a DTensor layer without a global seed, because every client must draw the "
+        "same 'replicated' weights. Set it inside the function, with the seed you are given.",
+    )
+
+    def grade(self, init_kernel):
+        import numpy as np
+
+        fb = Feedback()
+        if not callable(init_kernel):
+            fb.wrong(f"init_kernel should be a function seed -> kernel, got {type(init_kernel).__name__}.")
+            return fb
+        holder = _keras_seed_generator()
+        saved = getattr(holder, "generator", None) if holder is not None else None
+        try:
+            if holder is not None:
+                holder.generator = None  # as in a fresh process: only a seed set inside init_kernel counts
+            kernels = [init_kernel(seed) for seed in (7, 7, 8)]
+        except Exception as err:
+            message = short_error(err)
+            if "global seed" in message:
+                fb.wrong(f"init_kernel raised {message}. In a fresh process (as on every client of a DTensor job) no "
+                         f"seed is set.", answer="Call tf.keras.utils.set_random_seed(seed) inside init_kernel, "
+                                                 "before creating the layer.")
+            else:
+                fb.wrong(f"init_kernel raised {message}")
+            return fb
+        finally:
+            if holder is not None and getattr(holder, "generator", None) is None:
+                holder.generator = saved
+        if any(_variable_layout(k) is None for k in kernels):
+            fb.wrong("init_kernel should return the layer's kernel as a DTensor (a DVariable): create the Dense layer "
+                     "with kernel_layout=... on the mesh and return layer.kernel.")
+            return fb
+        values = [global_numpy(k) for k in kernels]
+        if not np.array_equal(values[0], values[1]):
+            fb.wrong("Two calls with the same seed gave different kernels: every client must build identical "
+                     "'replicated' weights, or they silently differ.",
+                     answer="Set the seed inside init_kernel with tf.keras.utils.set_random_seed(seed) right before "
+                            "building the layer.")
+            return fb
+        fb.right("the same seed gives the same kernel")
+        if np.array_equal(values[0], values[2]):
+            fb.wrong("seeds 7 and 8 gave the same kernel: use the seed argument.")
+        else:
+            fb.right("another seed gives another kernel: every client that sets the same seed builds identical "
+                     "replicated weights.")
+        return fb
+
+
+class ShardedDense(Exercise):
+    title = "kernel_layout for model parallelism"
+    points = 2
+    hints = (
+        "A Dense kernel has shape (inputs, units). Which axis holds the output units?",
+        "Split the units (axis 1) over 'model'; the bias has one entry per unit, so it follows the kernel's columns.",
+    )
+
+    def grade(self, layer):
+        fb = Feedback()
+        try:
+            kernel, bias = layer.kernel, layer.bias
+        except AttributeError:
+            fb.wrong("layer has no kernel/bias yet: pass the Dense layer itself, built with layer.build((None, 784)) "
+                     "(or called once on a batch).")
+            return fb
+        if kernel is None or bias is None:
+            fb.wrong("the layer needs a kernel and a bias (use_bias=True) and must be built.")
+            return fb
+        shape = tuple(kernel.shape)
+        if shape != (784, 128):
+            fb.wrong(f"the kernel's shape is {shape}; the exercise asks for Dense(128) on 784 inputs: (784, 128).")
+        layout = _variable_layout(kernel)
+        if layout is None:
+            fb.wrong("the kernel is not a DTensor: pass kernel_layout=dtensor.Layout(...) to Dense (tf_keras, "
+                     "TF_USE_LEGACY_KERAS=1).")
+            return fb
+        given = specs(layout)
+        if "model" not in layout.mesh.dim_names:
+            fb.wrong(f"the kernel lives on a mesh {fmt_dims(mesh_dims(layout.mesh))} without a 'model' axis; use the "
+                     f"batch x model mesh.")
+            return fb
+        if given == [UNSHARDED, "model"] and shape == (784, 128):
+            fb.right(f"kernel {given}: each 'model' device holds all inputs and half of the 128 output units")
+        elif given == ["model", UNSHARDED]:
+            fb.wrong(f"kernel {given} splits the 784 INPUTS (rows). The exercise splits the output units.")
+        elif "batch" in given:
+            fb.wrong(f"kernel {given} uses 'batch', the axis that splits the DATA; weights are split over 'model' "
+                     f"and replicated over 'batch'.")
+        elif given == [UNSHARDED, UNSHARDED]:
+            fb.wrong(f"kernel {given} is replicated: that is data parallelism.")
+        elif shape == (784, 128):
+            fb.wrong(f"kernel {given} does not split the output units over 'model'.")
+        bias_layout = _variable_layout(bias)
+        bias_specs = specs(bias_layout) if bias_layout is not None else None
+        if bias_specs == ["model"]:
+            fb.right("bias ['model']: each device holds the biases of its own output units")
+        elif bias_specs == [UNSHARDED]:
+            fb.wrong("bias is replicated. The bias has one entry per output unit, and the output units are split "
+                     "over 'model'.", answer="Shard the bias the same way, bias_layout=Layout(['model'], mesh).")
+        else:
+            fb.wrong(f"bias layout {bias_specs} does not match the kernel's columns.")
+        return fb
+
+
+PATHS = {
+    "hidden.kernel": [UNSHARDED, "model"],
+    "hidden.bias": ["model"],
+    "logits.kernel": ["model", UNSHARDED],
+    "logits.bias": [UNSHARDED],
+}
+
+
+def layout_map_lookup(layout_map, path):
+    """The layout tf_keras' LayoutMap gives ``path``: an exact key, else the first key that re.match-es."""
+    if hasattr(layout_map, "_layout_map"):
+        return layout_map[path]
+    if path in layout_map:
+        return layout_map[path]
+    for key in layout_map:
+        if isinstance(key, str) and re.match(key, path):
+            return layout_map[key]
+    return None
+
+
+class LayoutMapKeys(Exercise):
+    title = "LayoutMap regex keys"
+    points = 4
+    hints = (
+        "How does tf_keras name a functional model's variables, and how does LayoutMap match a key against a name?",
+        "tf_keras names them 'layer_name.attribute' (e.g. 'hidden.kernel') and looks a key up exactly, then as a "
+        "regex with re.match, which anchors at the START.",
+        "The hidden layer's outputs are split over 'model'; the logits layer receives them as its INPUTS.",
+    )
+
+    def grade(self, layout_map):
+        from tensorflow.experimental import dtensor
+
+        fb = Feedback()
+        if not (hasattr(layout_map, "_layout_map") or isinstance(layout_map, dict)):
+            fb.wrong(f"Give a tf.keras.dtensor.experimental.LayoutMap (or a dict of regex -> Layout), not a "
+                     f"{type(layout_map).__name__}.")
+            return fb
+        keys = list(layout_map.keys())
+        bad = [k for k in keys if not isinstance(k, str)]
+        if bad:
+            fb.wrong(f"LayoutMap keys are strings (regular expressions), got {bad!r}.")
+            return fb
+        for path, right in PATHS.items():
+            try:
+                layout = layout_map_lookup(layout_map, path)
+            except re.error as err:
+                fb.wrong(f"A key is not a valid regular expression: {err}.")
+                fb.points = 0
+                return fb
+            given = specs(layout) if isinstance(layout, dtensor.Layout) else None
+            if given == right or (path == "logits.bias" and (layout is None or given == [UNSHARDED])):
+                fb.right(f"{path}: {given or 'no key matches, so replicated'}")
+            else:
+                self._explain(fb, path, right, layout, given, keys)
+        return fb
+
+    @staticmethod
+    def _explain(fb, path, right, layout, given, keys):
+        matching = [k for k in keys if re.match(k, path)]
+        searching = [k for k in keys if re.search(k, path) and k not in matching]
+        if layout is None:
+            if any("/" in k for k in keys):
+                why = ("no key matches. tf_keras names the variable 'hidden.kernel' (layer name, a DOT, attribute), "
+                       "not 'hidden/kernel' as in variable.name")
+            elif searching:
+                why = (f"no key matches: keys are matched with re.match, from the START of the path, so "
+                       f"{searching[0]!r} does not match {path!r}; write the full path or start the key with '.*'")
+            else:
+                why = "no key matches, so this variable stays replicated"
+            fb.wrong(f"{path}: {why}.", answer=f"It should be {right}.")
+        elif given is not None and len(given) != len(right):
+            layer = path.split(".")[0]
+            fb.wrong(f"{path} gets a rank-{len(given)} layout {given} from key {matching[0] if matching else '?'!r}: "
+                     f"that key also matches this variable (re.match matches prefixes). Give {layer}'s kernel and "
+                     f"bias their own keys, e.g. '{layer}.kernel'.")
+        elif path.startswith("logits") and matching and not matching[0].startswith("logits"):
+            fb.wrong(f"{path} gets {given} from key {matching[0]!r}, meant for the hidden layer: that regex matches "
+                     f"the logits layer too. Anchor it to the layer name.")
+        elif path == "logits.kernel":
+            fb.wrong(f"{path} gets {given}. The hidden layer's outputs (this layer's INPUTS, the rows) are split "
+                     f"over 'model'.", answer="Split this kernel's rows the same way: ['model', UNSHARDED]. Then "
+                                              "each device multiplies its half and one all-reduce sums the halves.")
+        else:
+            fb.wrong(f"{path} gets {given}.", answer=f"It should be {right}.")
+
+
+class PackTrainingBatch(Exercise):
+    title = "Pack a training batch onto the mesh"
+    points = 2
+    hints = (
+        "Images and labels have different ranks. What does each need?",
+        "Images (rank 4) and labels (rank 1) each need a batch-sharded layout of their own rank on the same "
+        "batch x model mesh as the model.",
+    )
+
+    def grade(self, pack_fn):
+        import numpy as np
+
+        fb = Feedback()
+        if not callable(pack_fn):
+            fb.wrong("pack_fn should be a function (images, labels) -> (packed_images, packed_labels).")
+            return fb
+        rng = np.random.default_rng(1)
+        images = rng.random((16, 28, 28, 1), dtype="float32")
+        labels = rng.integers(0, 10, size=(16,)).astype("int64")
+        try:
+            result = pack_fn(images, labels)
+        except Exception as err:
+            message = short_error(err)
+            if "rank" in message:
+                fb.wrong(f"pack_fn raised {message}. Images have rank 4 and labels rank 1: each needs a layout of "
+                         f"its own rank.", answer="e.g. Layout.batch_sharded(mesh, 'batch', rank=1) for the labels.")
+            else:
+                fb.wrong(f"pack_fn raised {message}")
+            return fb
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            fb.wrong("pack_fn should return a pair (packed_images, packed_labels).")
+            return fb
+        for name, value, original, right in (("images", result[0], images, ["batch", UNSHARDED, UNSHARDED, UNSHARDED]),
+                                             ("labels", result[1], labels, ["batch"])):
+            layout = layout_of(value)
+            if layout is None:
+                fb.wrong(f"{name} is not a DTensor: pack it onto the mesh (pack_batch or dtensor.pack).")
+                continue
+            given = specs(layout)
+            if "model" not in layout.mesh.dim_names:
+                fb.wrong(f"{name} lives on a mesh {fmt_dims(mesh_dims(layout.mesh))}; use the 2-D batch x model mesh, "
+                         f"the one the model's weights live on.")
+            elif given != right:
+                if "model" in given:
+                    why = ("'model' is the axis that splits WEIGHTS; examples are split over 'batch' and each batch "
+                           "shard is replicated over 'model'")
+                elif "batch" not in given:
+                    why = "it is replicated: every device would train on the whole batch"
+                else:
+                    why = "shard axis 0 (the examples) over 'batch' and nothing else"
+                fb.wrong(f"{name} layout {given}: {why}.", answer=f"Expected {right}.")
+            elif not np.allclose(global_numpy(value), original):
+                fb.wrong(f"{name}: the packed global value differs from the input batch; pack exactly the given tensor.")
+            else:
+                fb.right(f"{name}: {given}")
+        return fb
+
+
+CHAPTER = chapter(5, "DTensor with Keras", [Seeds, ShardedDense, LayoutMapKeys, PackTrainingBatch])

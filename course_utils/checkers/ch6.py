@@ -1,0 +1,275 @@
+"""Chapter 6 · Core-API MLP with a hand-written Adam: the exercises' graders and hints."""
+import math
+
+from .answers import UNSHARDED, checker_mesh, close, global_numpy, layout_of, on_mesh, short_error, specs
+from .core import Exercise, Feedback, chapter
+
+WRONG_LIMITS = {
+    "sqrt(1 / fan_in) is LeCun's scale; Xavier (Glorot) uses both fans.": lambda a, b: math.sqrt(1 / a),
+    "sqrt(2 / (fan_in + fan_out)) is the STANDARD DEVIATION of Xavier normal. A uniform distribution on "
+    "[-limit, limit] has std limit / sqrt(3).": lambda a, b: math.sqrt(2 / (a + b)),
+    "sqrt(6 / fan_in) is He's uniform limit (for ReLU); Xavier uses both fans.": lambda a, b: math.sqrt(6 / a),
+    "Mind the brackets: sqrt(6) / (fan_in + fan_out) is not what the formula says.": lambda a, b: math.sqrt(6) / (a + b),
+    "You forgot the square root.": lambda a, b: 6 / (a + b),
+}
+FANS = ((784, 700), (10, 20))
+
+
+def _grade_limit(fb, xavier_limit):
+    if not callable(xavier_limit):
+        fb.wrong("xavier_limit: not answered yet." if xavier_limit is None else
+                 "xavier_limit should be a function (fan_in, fan_out) -> float.")
+        return
+    try:
+        got = [float(xavier_limit(a, b)) for a, b in FANS]
+    except Exception as err:
+        fb.wrong(f"xavier_limit raised {short_error(err)}")
+        return
+    right = [math.sqrt(6 / (a + b)) for a, b in FANS]
+    if all(close(g, r, 1e-6) for g, r in zip(got, right)):
+        fb.right(f"xavier_limit(784, 700) = {right[0]:.5f}")
+        return
+    why = next((text for text, f in WRONG_LIMITS.items()
+                if all(close(g, f(a, b), 1e-6) for g, (a, b) in zip(got, FANS))),
+               f"xavier_limit(784, 700) = {got[0]:.5f} is not the Xavier uniform limit.")
+    fb.wrong(f"xavier_limit: {why}", answer="It is sqrt(6 / (fan_in + fan_out)).")
+
+
+class XavierInit(Exercise):
+    title = "Xavier initialisation of a DVariable"
+    points = 3
+    hints = (
+        "Xavier (Glorot) uniform samples U(-limit, limit); the limit depends on both fans.",
+        "limit = sqrt(6 / (fan_in + fan_out)). Create the value on the mesh with dtensor.call_with_layout (wrap the "
+        "random op in tf.function) and make it a dtensor.DVariable.",
+    )
+
+    def grade(self, xavier_limit, init_weight):
+        import numpy as np
+        import tensorflow as tf
+        from tensorflow.experimental import dtensor
+
+        fb = Feedback()
+        _grade_limit(fb, xavier_limit)
+        if not callable(init_weight):
+            fb.wrong("init_weight: not answered yet." if init_weight is None else
+                     "init_weight should be a function (shape, layout, seed) -> DVariable.")
+            return fb
+        layout = dtensor.Layout([UNSHARDED, "model"], checker_mesh())
+        shape, limit = [64, 32], math.sqrt(6 / (64 + 32))
+        try:
+            w1, w2 = init_weight(shape, layout, [1, 2]), init_weight(shape, layout, [1, 2])
+        except Exception as err:
+            message = short_error(err)
+            if "matching rank" in message or "StatelessRandomGetKeyCounter" in message:
+                fb.wrong(f"init_weight raised {message}. In eager mode call_with_layout applies the layout to every "
+                         f"op of the random function, including its seed handling.",
+                         answer="Wrap the random op in tf.function, e.g. dtensor.call_with_layout("
+                                "tf.function(tf.random.stateless_uniform), layout, shape=..., seed=..., ...).")
+            else:
+                fb.wrong(f"init_weight raised {message}")
+            return fb
+        if not isinstance(w1, tf.Variable):
+            fb.wrong(f"init_weight should return a variable (dtensor.DVariable(...)) so that the optimizer can update "
+                     f"it, not a {type(w1).__name__}.")
+            return fb
+        w_layout = layout_of(w1.read_value())
+        if w_layout is None:
+            fb.wrong("init_weight returned an ordinary tf.Variable on one device. Create the initial value on the "
+                     "mesh with dtensor.call_with_layout(..., layout, ...) and wrap it in dtensor.DVariable.")
+            return fb
+        if specs(w_layout) != specs(layout):
+            fb.wrong(f"init_weight ignored the layout it was given: the weight has {specs(w_layout)}, expected "
+                     f"{specs(layout)}. Pass `layout` to call_with_layout.")
+            return fb
+        values = global_numpy(w1)
+        if tuple(values.shape) != tuple(shape):
+            fb.wrong(f"init_weight returned shape {list(values.shape)} for shape {shape}.")
+        elif np.abs(values).max() > limit * (1 + 1e-5):
+            fb.wrong(f"init_weight: values up to {np.abs(values).max():.3f} exceed the Xavier limit {limit:.3f} for "
+                     f"shape {shape}; sample uniformly in [-limit, limit] with limit = xavier_limit(fan_in, fan_out).")
+        elif values.min() >= 0:
+            fb.wrong("init_weight: all values are >= 0; the range is symmetric.", answer="minval=-limit.")
+        elif np.abs(values).max() < 0.8 * limit:
+            fb.wrong(f"init_weight: the values only reach {np.abs(values).max():.3f}, the Xavier limit for shape "
+                     f"{shape} is {limit:.3f}. Use the whole range [-limit, limit].")
+        elif not np.array_equal(values, global_numpy(w2)):
+            fb.wrong("init_weight: the same seed gave different weights; use a stateless random op with the seed, so "
+                     "every client initialises identically.")
+        else:
+            fb.right(f"init_weight: a DVariable with layout {specs(w_layout)}, uniform in [-{limit:.3f}, {limit:.3f}], "
+                     f"reproducible from its seed", points=2)
+        return fb
+
+
+SHAPES = [(784, 700), (700, 500), (500, 10)]
+BUGGY_SHAPES = [(784, 700), (700, 10), (10, 10)]
+
+
+class HiddenSizeBug(Exercise):
+    title = "Fix the hidden-size bug"
+    points = 2
+    hints = (
+        "Print the shapes of model.trainable_variables. Are they 784 -> 700 -> 500 -> 10?",
+        "Which line changes hidden_layer_2_size after it was set to 500?",
+    )
+
+    def grade(self, model):
+        fb = Feedback()
+        if isinstance(model, type):
+            fb.wrong("Pass an instance of your fixed model, e.g. MLP(mesh), not the class.")
+            return fb
+        variables = getattr(model, "trainable_variables", None)
+        if variables is None:
+            fb.wrong(f"Pass the model (a tf.Module), not a {type(model).__name__}.")
+            return fb
+        shapes = [tuple(v.shape) for v in variables if len(v.shape) == 2]
+        if sorted(shapes) == sorted(SHAPES):
+            fb.right(f"the kernels are {SHAPES}: 784 -> 700 -> 500 -> 10.", points=2)
+        elif sorted(shapes) == sorted(BUGGY_SHAPES):
+            fb.wrong(f"the kernels are still {BUGGY_SHAPES}: the network is 784 -> 700 -> 10 -> 10. Find the line "
+                     f"that overwrites the second hidden size with the number of classes.")
+        else:
+            fb.wrong(f"the kernels are {sorted(shapes)}; expected {SHAPES} (784 -> 700 -> 500 -> 10).")
+        return fb
+
+
+def _checker_weight(shape=(8, 4)):
+    import numpy as np
+    from tensorflow.experimental import dtensor
+
+    layout = dtensor.Layout([UNSHARDED, "model"], checker_mesh())
+    value = np.arange(np.prod(shape), dtype="float32").reshape(shape) / 10.0
+    return dtensor.DVariable(on_mesh(value, layout)), layout
+
+
+class SlotLayouts(Exercise):
+    title = "Adam's slots in the weights' layouts"
+    points = 2
+    hints = (
+        "A slot is updated elementwise together with its weight. How should it be split?",
+        "Exactly like the weight: dtensor.fetch_layout(variable), and zeros made on the mesh with "
+        "dtensor.call_with_layout.",
+    )
+
+    def grade(self, make_slots):
+        import numpy as np
+        import tensorflow as tf
+
+        fb = Feedback()
+        if not callable(make_slots):
+            fb.wrong("make_slots should be a function variable -> (m, v).")
+            return fb
+        weight, layout = _checker_weight()
+        try:
+            slots = make_slots(weight)
+        except Exception as err:
+            fb.wrong(f"make_slots raised {short_error(err)}")
+            return fb
+        if not isinstance(slots, (tuple, list)) or len(slots) != 2:
+            fb.wrong(f"make_slots should return a pair (m, v), got {type(slots).__name__}.")
+            return fb
+        m, v = slots
+        if m is v:
+            fb.wrong("m and v are the same object: Adam keeps two separate moments, so create two variables.")
+            return fb
+        for name, slot in (("m", m), ("v", v)):
+            if not isinstance(slot, tf.Variable):
+                fb.wrong(f"{name} is a {type(slot).__name__}, not a variable; slots are updated in place with assign, "
+                         f"so wrap the zeros in dtensor.DVariable.")
+                continue
+            slot_layout = layout_of(slot.read_value())
+            if slot_layout is None:
+                fb.wrong(f"{name} is an ordinary tf.Variable on one device, not on the mesh.",
+                         answer="Create its zeros with dtensor.call_with_layout(tf.zeros, "
+                                "dtensor.fetch_layout(variable), shape=...).")
+            elif tuple(slot.shape) != tuple(weight.shape):
+                fb.wrong(f"{name} has shape {tuple(slot.shape)}; a slot has the weight's shape {tuple(weight.shape)}.")
+            elif slot_layout != layout:
+                slot_specs = specs(slot_layout)
+                why = ("it is replicated: every device would hold the whole moment, although it only ever updates "
+                       "its own shard of the weight" if all(s == UNSHARDED for s in slot_specs) else
+                       f"it has {slot_specs}, the weight has another layout")
+                fb.wrong(f"{name}: {why}.", answer="Give the slot the weight's layout, dtensor.fetch_layout(variable).")
+            elif np.any(global_numpy(slot) != 0):
+                fb.wrong(f"{name} should start at zero.")
+            else:
+                fb.right(f"{name}: zeros in the weight's layout {specs(slot_layout)}")
+        return fb
+
+
+def reference_adam(w0, grads, lr, frozen_step=None, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    """The weights after each step of Keras' Adam; ``frozen_step`` keeps t constant (the bug)."""
+    import numpy as np
+
+    w, m, v, history = w0.astype("float64"), np.zeros_like(w0, "float64"), np.zeros_like(w0, "float64"), []
+    for i, g in enumerate(grads, start=1):
+        t = frozen_step or i
+        m = m + (g - m) * (1 - beta_1)
+        v = v + (g * g - v) * (1 - beta_2)
+        w = w - lr * math.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t) * m / (np.sqrt(v) + epsilon)
+        history.append(w.copy())
+    return history
+
+
+class FrozenStep(Exercise):
+    title = "Fix the frozen step counter"
+    points = 3
+    hints = (
+        "Which value does `self.step` have inside the graph of a tf.function? Python code runs only while the "
+        "function is traced.",
+        "Keep the step in a replicated DVariable, add 1 to it with assign_add inside apply, and compute the bias "
+        "correction from its value with TensorFlow ops.",
+    )
+
+    def grade(self, adam_class):
+        import numpy as np
+
+        fb = Feedback()
+        if not callable(adam_class):
+            fb.wrong("Give your fixed optimizer class (the class itself, e.g. FixedAdam).")
+            return fb
+        weight, layout = _checker_weight()
+        w0 = global_numpy(weight)
+        rng = np.random.default_rng(3)
+        grads = [rng.normal(size=w0.shape).astype("float32") for _ in range(3)]
+        lr = 0.1
+        try:
+            optimizer = adam_class([weight], learning_rate=lr)
+            history = []
+            for g in grads:
+                optimizer.apply([on_mesh(g, layout)])
+                history.append(global_numpy(weight))
+        except Exception as err:
+            message = short_error(err)
+            if "NoneType" in message and "callable" in message:
+                fb.wrong(f"Your optimizer raised {message}. It calls make_slots from exercise 3: solve that first.")
+            else:
+                fb.wrong(f"Your optimizer raised {message}. It is called as adam_class([weight], learning_rate=0.1), "
+                         f"then .apply([gradient]) three times.")
+            return fb
+        ok = [np.allclose(h, r, rtol=1e-4, atol=1e-6) for h, r in zip(history, reference_adam(w0, grads, lr))]
+        if all(ok):
+            fb.right("three steps match Keras' Adam (bias correction with t = 1, 2, 3).", points=3)
+            return fb
+        for frozen in (1, 2):
+            wrong = reference_adam(w0, grads, lr, frozen_step=frozen)
+            if all(np.allclose(h, r, rtol=1e-4, atol=1e-6) for h, r in zip(history, wrong)):
+                fb.wrong(f"Your Adam uses t = {frozen} at every step: the step counter is frozen. A Python number "
+                         f"changed inside a tf.function changes only while the function is TRACED; later calls replay "
+                         f"the graph with the value baked in.",
+                         answer="Keep the step in a variable (self.step.assign_add(1)) and compute the bias correction "
+                                "from it with TensorFlow ops.")
+                return fb
+        if ok[0]:
+            fb.right("step 1 matches Keras' Adam", points=1)
+            fb.wrong("steps 2 and 3 do not; check how the step count t and the moments m and v carry over from one "
+                     "step to the next.")
+        else:
+            fb.wrong("the first step already differs from Keras' Adam (lr=0.1).",
+                     answer="Check the update m += (g - m) * (1 - beta_1), v += (g*g - v) * (1 - beta_2), "
+                            "w -= lr * sqrt(1 - beta_2**t) / (1 - beta_1**t) * m / (sqrt(v) + epsilon).")
+        return fb
+
+
+CHAPTER = chapter(6, "Core-API MLP with a hand-written Adam", [XavierInit, HiddenSizeBug, SlotLayouts, FrozenStep])

@@ -1,0 +1,243 @@
+"""The machinery of the exercise checkers: results, feedback, the exercise class, a chapter's set.
+
+A chapter module (``ch1.py``, ...) defines one :class:`Exercise` subclass per question, with its
+grader, its hints and its title side by side, and binds them with :func:`chapter`. The call that
+checks an exercise, the cell it lives in and its solution code are read from the solution
+notebooks by the build (``notebook_cells.py``, generated), so they are written once.
+
+Only relative imports of the course's own modules appear here and at the top of every module of
+this package: the grader loads a private copy of the package under another name (see
+``trusted.py``), and a relative import keeps that copy apart from the one a notebook imports.
+"""
+import inspect
+import os
+from dataclasses import dataclass
+
+from .answers import is_placeholder, short_error
+from .notebook_cells import CHAPTERS as NOTEBOOK_CELLS
+
+__all__ = ["CORRECT", "INCORRECT", "PARTIAL", "UNANSWERED", "ChapterExercises", "Exercise", "Feedback",
+           "Result", "chapter"]
+
+CORRECT, PARTIAL, INCORRECT, UNANSWERED = "correct", "partial", "incorrect", "unanswered"
+SELF_STUDY, GRADED = "self-study", "graded"
+OK_MARK, NO_MARK = "✓", "✗"
+# Set by the grader in the kernels it runs: the grader checks every exercise itself, so a
+# notebook's own check calls only print a note (which also halves the grading time).
+GRADER_RUN_ENV = "COURSE_GRADING"
+
+
+@dataclass(frozen=True)
+class Result:
+    """The outcome of one check: points out of ``max_points``, a status and the feedback text.
+
+    ``status`` is ``"correct"`` (full points), ``"partial"``, ``"incorrect"`` (0 points) or
+    ``"unanswered"`` (the placeholder is still there).
+    """
+
+    points: int
+    max_points: int
+    status: str
+    message: str
+
+    def __str__(self):
+        score = f"{self.points}/{self.max_points} point{'s' if self.max_points != 1 else ''}"
+        head = {CORRECT: f"Correct! {score}.", PARTIAL: f"Partly correct: {score}.",
+                INCORRECT: f"Incorrect: {score}.", UNANSWERED: f"Not answered yet: {score}."}[self.status]
+        return head + ("\n" + self.message if self.message else "")
+
+
+class Feedback:
+    """What a grader found, line by line, and the points it earned.
+
+    ``right(text, points)`` adds points and a line marked ✓; ``wrong(text, answer=...)`` a line
+    marked ✗, where ``answer`` is the part that gives the right answer away: it is shown in
+    self-study notebooks and left out of graded hand-outs. ``note(text)`` adds an unmarked line.
+
+    Example:
+        >>> fb = Feedback()
+        >>> fb.right("cpus: 8 logical CPUs")
+        >>> fb.wrong("product was computed on CPU:0.", answer="Use `with tf.device(cpus[5]):`.")
+        >>> fb.points, fb.render(graded=True)
+        (1, '  ✓ cpus: 8 logical CPUs\\n  ✗ product was computed on CPU:0.')
+    """
+
+    def __init__(self):
+        self.points = 0
+        self._lines = []  # (mark, text, answer)
+
+    def right(self, text, points=1):
+        self.points += points
+        self._lines.append((OK_MARK, text, ""))
+
+    def wrong(self, text, answer=""):
+        self._lines.append((NO_MARK, text, answer))
+
+    def note(self, text, answer=""):
+        self._lines.append(("", text, answer))
+
+    def render(self, graded=False):
+        """The feedback as indented lines; with ``graded`` the answers are left out."""
+        lines = []
+        for mark, text, answer in self._lines:
+            body = text if graded or not answer else f"{text} {answer}"
+            lines.append(f"  {mark} {body}" if mark else f"  {body}")
+        return "\n".join(lines)
+
+
+def _signature_of(call):
+    """The argument names of a call such as ``"ex.q1.check(mesh, layout)"``: ``["mesh", "layout"]``."""
+    inside = call[call.index("(") + 1: call.rindex(")")]
+    return [part.strip() for part in inside.split(",") if part.strip()]
+
+
+class Exercise:
+    """One graded exercise. Subclasses set ``title``, ``points``, ``hints`` and define ``grade``.
+
+    ``grade(self, *answers)`` receives the answers in the order of the check call and returns a
+    :class:`Feedback`; it may raise, which the checker turns into a hint. ``hints`` is a tuple
+    of hints, the first a nudge and each later one more explicit. ``none_is_answer`` makes
+    ``None`` an answer (only ``...`` is then a placeholder).
+
+    In a notebook an instance is used as ``ex.q1.check(...)``, ``ex.q1.hint()``, ``ex.q1.hint(2)``
+    and ``ex.q1.solution()``.
+    """
+
+    title = ""
+    points = 0
+    hints = ()
+    none_is_answer = False
+
+    def __init__(self, chapter, name, cells, mode=SELF_STUDY):
+        self.chapter, self.name, self.mode = chapter, name, mode
+        self.call = cells["call"]
+        self.arguments = _signature_of(self.call)
+        self._solution = cells["solution"]
+        self.max_points = self.points
+        self.last_result = None
+        self.hints_seen = 0
+
+    def grade(self, *answers):  # pragma: no cover - every exercise overrides it
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<Exercise {self.chapter}.{self.name}: {self.title} ({self.max_points} points); use {self.call}>"
+
+    def evaluate(self, *args, **kwargs):
+        """Grade an answer and return a :class:`Result`, without printing it."""
+        answers = list(args) + list(kwargs.values())
+        if not answers or all(is_placeholder(a, self.none_is_answer) for a in answers):
+            return Result(0, self.max_points, UNANSWERED,
+                          f"Replace the placeholder(s) with your answer and run the cell again "
+                          f"(call it as {self.call}). Stuck? ex.{self.name}.hint() gives a nudge.")
+        try:
+            inspect.signature(self.grade).bind(*args, **kwargs)
+        except TypeError as err:
+            return Result(0, self.max_points, INCORRECT, f"This check is called as {self.call} ({err}).")
+        try:
+            feedback = self.grade(*args, **kwargs)
+        except Exception as err:  # a checker never raises because of an answer
+            return Result(0, self.max_points, INCORRECT,
+                          f"The checker could not use your answer ({short_error(err)}). "
+                          f"It is called as {self.call}; see ex.{self.name}.hint().")
+        points = max(0, min(int(feedback.points), self.max_points))
+        status = CORRECT if points == self.max_points else PARTIAL if points else INCORRECT
+        return Result(points, self.max_points, status, feedback.render(graded=self.mode == GRADED))
+
+    def check(self, *args, **kwargs):
+        """Grade the answer and print the feedback."""
+        if os.environ.get(GRADER_RUN_ENV):
+            print(f"({self.chapter}.{self.name} is checked by the grader itself.)")
+            return
+        self.last_result = self.evaluate(*args, **kwargs)
+        print(self.last_result)
+
+    def hint(self, level=1):
+        """Print hint number ``level`` (1 is a nudge; higher levels say more)."""
+        if not self.hints:
+            print(f"There is no hint for {self.chapter}.{self.name}.")
+            return
+        level = max(1, min(int(level), len(self.hints)))
+        self.hints_seen = max(self.hints_seen, level)
+        more = f" More: ex.{self.name}.hint({level + 1})." if level < len(self.hints) else ""
+        print(f"Hint {level}/{len(self.hints)} ({self.chapter}.{self.name}): {self.hints[level - 1]}{more}")
+
+    def solution(self):
+        """Print the solution (not available in graded hand-outs)."""
+        if self.mode == GRADED:
+            print(f"This is a graded hand-out: solutions are not shown. Try ex.{self.name}.hint() "
+                  f"(up to hint({len(self.hints)})).")
+            return
+        print(f"Solution ({self.chapter}.{self.name}):\n{self._solution}")
+
+
+class ChapterExercises:
+    """The exercises of one chapter, as attributes ``q1``, ``q2``, ... (iterable, in order)."""
+
+    def __init__(self, number, title, exercise_classes, mode=SELF_STUDY):
+        if mode not in (SELF_STUDY, GRADED):
+            raise ValueError(f"mode must be {SELF_STUDY!r} or {GRADED!r}, not {mode!r}.")
+        self.chapter, self.title, self.mode = number, title, mode
+        cells = NOTEBOOK_CELLS[number]["exercises"]
+        self._items = []
+        for index, cls in enumerate(exercise_classes, start=1):
+            name = f"q{index}"
+            item = cls(number, name, cells[name], mode)
+            self._items.append(item)
+            setattr(self, name, item)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self):
+        return len(self._items)
+
+    def __repr__(self):
+        lines = [f"Chapter {self.chapter} exercises ({self.title}):"]
+        lines += [f"  {e.name}: {e.title} ({e.max_points} points) -> {e.call}" for e in self._items]
+        return "\n".join(lines)
+
+    def summary(self):
+        """Print the points of the exercises checked so far in this kernel."""
+        total = sum(e.max_points for e in self._items)
+        got = 0
+        print(f"Chapter {self.chapter} · {self.title}")
+        for e in self._items:
+            r = e.last_result
+            got += r.points if r else 0
+            state = f"{r.points}/{r.max_points} ({r.status})" if r else f"0/{e.max_points} (not checked yet)"
+            print(f"  {e.name}  {e.title:<45} {state}")
+        print(f"  Total: {got}/{total} points")
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """What a chapter module declares: its number, title and exercise classes, in order, and whether
+    its graders use TensorFlow (the grader then watches TensorFlow for tampering too)."""
+
+    number: int
+    title: str
+    exercises: tuple
+    uses_tensorflow: bool = True
+
+    def bind(self, mode=SELF_STUDY):
+        """A fresh :class:`ChapterExercises` of this chapter in ``mode``."""
+        return ChapterExercises(self.number, self.title, self.exercises, mode)
+
+    def max_points(self):
+        return {f"q{i}": cls.points for i, cls in enumerate(self.exercises, start=1)}
+
+
+def chapter(number, title, exercises, uses_tensorflow=True):
+    """Declare a chapter's exercises (at the end of its module): ``CHAPTER = chapter(1, "...", [Q1, Q2])``.
+
+    Raises:
+        ValueError: the solution notebook of the chapter has a different number of exercises
+            (run the build after adding or removing one).
+    """
+    found = sorted(NOTEBOOK_CELLS.get(number, {}).get("exercises", {}))
+    expected = [f"q{i}" for i in range(1, len(exercises) + 1)]
+    if sorted(found) != sorted(expected):
+        raise ValueError(f"Chapter {number} declares {expected}, but its solution notebook checks {found}. "
+                         f"Make them agree, then run `python3 course.py build`.")
+    return Chapter(number, title, tuple(exercises), uses_tensorflow)

@@ -1,0 +1,67 @@
+"""What a notebook's set-up cell sets before any library is imported, per kind of notebook.
+
+A notebook's metadata ``course.keras`` names its kind. The build writes these variables into the
+set-up cell of every notebook, and the grader starts each kernel with them, so that a student's
+edited set-up cell cannot change which Keras the checkers see.
+"""
+__all__ = ["KERAS_MODES", "is_stamped_setup", "setup_lines", "setup_source"]
+
+KERAS_MODES = {
+    "keras3": {},
+    "tf_keras": {"TF_USE_LEGACY_KERAS": "1"},
+}
+_WHY = {
+    "TF_USE_LEGACY_KERAS": "this chapter uses tf_keras (Keras 2); set before TensorFlow is imported",
+}
+
+
+def setup_lines(keras):
+    """The set-up cell's lines that set the environment of a ``keras`` kind of notebook.
+
+    Raises:
+        ValueError: ``keras`` is not one of :data:`KERAS_MODES`.
+
+    Example:
+        >>> setup_lines("tf_keras")
+        ['os.environ["TF_USE_LEGACY_KERAS"] = "1"  # this chapter uses tf_keras (Keras 2); set before TensorFlow is imported']
+    """
+    if keras not in KERAS_MODES:
+        raise ValueError(f"metadata course.keras must be one of {sorted(KERAS_MODES)}, not {keras!r}.")
+    return [f'os.environ["{name}"] = "{value}"  # {_WHY[name]}' for name, value in KERAS_MODES[keras].items()]
+
+
+def setup_source(keras, config):
+    """The set-up cell's code for a ``keras`` kind of notebook; ``config`` has the course's
+    ``repository`` and ``branch`` (``[tool.course]`` of ``pyproject.toml``), from which Colab installs.
+
+    Raises:
+        ValueError: ``keras`` is not one of :data:`KERAS_MODES`.
+    """
+    lines = [
+        "# Set-up, the same in every notebook (stamped by `python3 course.py build`).",
+        "# On Colab it installs the course's helper package; on your machine it installs nothing.",
+        "import os, sys",
+        *setup_lines(keras),
+        'os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # hide TensorFlow\'s C++ info lines',
+        'if "google.colab" in sys.modules:',
+        "    import subprocess",
+        "    from importlib.metadata import version",
+        '    tf_minor = ".".join(version("tensorflow").split(".")[:2])',
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"tf_keras~={tf_minor}.0",',
+        f'                    "course_utils @ git+https://github.com/{config["repository"]}@{config["branch"]}"], check=True)',
+    ]
+    return "\n".join(lines)
+
+
+def is_stamped_setup(source):
+    """Whether ``source`` is a set-up cell as the build stamps it (for any repository).
+
+    Example:
+        >>> is_stamped_setup(setup_source("tf_keras", {"repository": "a/b", "branch": "main"}))
+        True
+    """
+    def without_url(text):
+        return [line for line in text.splitlines() if "git+https://" not in line]
+
+    example = {"repository": "owner/name", "branch": "main"}
+    return any(without_url(source) == without_url(setup_source(keras, example)) for keras in KERAS_MODES)

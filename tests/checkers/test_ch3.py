@@ -1,0 +1,80 @@
+"""Chapter 3's checkers: the right answer, typical wrong answers and the hints they get."""
+import json
+import signal
+import math
+
+import numpy as np
+import pytest
+
+from course_utils.checkers import ch3
+from helpers import assert_correct, assert_hint, grade
+
+
+def test_ch3_q1_tf_config_worker_and_tensorflow_agrees(monkeypatch, cpus8):
+    import tensorflow as tf
+
+    right = json.dumps(ch3.MWMS)
+    assert_correct(grade(3, "q1", right))
+    monkeypatch.setenv("TF_CONFIG", right)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    assert (resolver.task_type, resolver.task_id) == ("worker", 2)
+    assert resolver.cluster_spec().as_dict() == ch3.MWMS["cluster"]
+
+    def variant(cluster=None, task=None):
+        return json.dumps({"cluster": cluster or ch3.MWMS["cluster"], "task": task or ch3.MWMS["task"]})
+
+    assert_hint(grade(3, "q1", ch3.MWMS), "must be a STRING", points=1)
+    assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": 3})), "count from 0", points=1)
+    assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": "2"})), "not the string", points=1)
+    assert_hint(grade(3, "q1", variant(task={"type": "chief", "index": 2})), "'chief' is not the role of the third worker", points=1)
+    shuffled = {"worker": list(reversed(ch3.MWMS_WORKERS))}
+    assert_hint(grade(3, "q1", variant(cluster=shuffled)), "identically ordered", points=1)
+    with_chief = {"chief": ["localhost:12344"], "worker": ch3.MWMS_WORKERS}
+    assert_hint(grade(3, "q1", variant(cluster=with_chief)), "no chief", points=1)
+    assert_hint(grade(3, "q1", "{'cluster': }"), "Not valid JSON")
+    assert_hint(grade(3, "q1", json.dumps({"cluster_spec": {}, "task": {}})), "Unknown top-level key")
+
+
+def test_ch3_q2_tf_config_parameter_server(monkeypatch, cpus8):
+    import tensorflow as tf
+
+    right = json.dumps(ch3.PS)
+    assert_correct(grade(3, "q2", right))
+    monkeypatch.setenv("TF_CONFIG", right)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    assert (resolver.task_type, resolver.task_id) == ("ps", 0)
+    no_chief = {k: v for k, v in ch3.PS_CLUSTER.items() if k != "chief"}
+    assert_hint(grade(3, "q2", json.dumps({"cluster": no_chief, "task": ch3.PS["task"]})),
+                "runs the ClusterCoordinator", points=1)
+    renamed = {("parameter_server" if k == "ps" else k): v for k, v in ch3.PS_CLUSTER.items()}
+    assert_hint(grade(3, "q2", json.dumps({"cluster": renamed, "task": {"type": "parameter_server", "index": 0}})),
+                "the role is called 'ps'")
+    assert_hint(grade(3, "q2", json.dumps({"cluster": ch3.PS_CLUSTER, "task": {"type": "ps", "index": 1}})),
+                "count from 0", points=1)
+
+
+def test_ch3_q3_faults():
+    assert_correct(grade(3, "q3", dict(ch3.FAULTS)))
+    assert_correct(grade(3, "q3", {"stop_signal": signal.SIGKILL, "restores": "b", "peer_killed": " B) "}))
+    assert_correct(grade(3, "q3", {"stop_signal": 9, "restores": "B", "peer_killed": "B"}))
+    assert_hint(grade(3, "q3", dict(ch3.FAULTS, stop_signal="SIGTERM")), "preemption notifier", points=2)
+    assert_hint(grade(3, "q3", dict(ch3.FAULTS, stop_signal=signal.SIGTERM)), "preemption notifier", points=2)
+    assert_hint(grade(3, "q3", dict(ch3.FAULTS, restores="A")), "optimizer's state", points=2)
+    assert_hint(grade(3, "q3", dict(ch3.FAULTS, restores="C")), "run again from its start", points=2)
+    assert_hint(grade(3, "q3", dict(ch3.FAULTS, restores="D")), "restores automatically", points=2)
+    assert_hint(grade(3, "q3", dict(ch3.FAULTS, peer_killed="A")), "cannot go on alone", points=2)
+    assert_hint(grade(3, "q3", dict(ch3.FAULTS, peer_killed="C")), "START-UP", points=2)
+    assert_hint(grade(3, "q3", dict(ch3.FAULTS, restores="Z")), "one of the letters", points=2)
+    assert_hint(grade(3, "q3", "SIGKILL"), "Give a dict")
+
+
+def test_ch3_q4_statements():
+    right = [truth for _, truth, _ in ch3.STATEMENTS]
+    assert right == [False, True, True, False, True, False]
+    assert_correct(grade(3, "q4", right))
+    flipped = [not right[0]] + right[1:]
+    assert_hint(grade(3, "q4", flipped), "statement 1: think again.", "It is False: It is data parallelism", points=5)
+    assert_hint(grade(3, "q4", right[:3] + [True] + right[4:]), "TF_CONFIG", points=5)
+    assert_hint(grade(3, "q4", right[:5] + [True]), "identically ordered", points=5)
+    assert_hint(grade(3, "q4", right[:5] + [None]), "statement 6: not answered yet", points=5)
+    assert_hint(grade(3, "q4", right[:5]), "6 values, not 5")

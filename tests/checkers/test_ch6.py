@@ -1,0 +1,183 @@
+"""Chapter 6's checkers: the right answer, typical wrong answers and the hints they get."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from course_utils.checkers import ch6
+from helpers import assert_correct, assert_hint, grade
+
+
+def xavier_limit(fan_in, fan_out):
+    return math.sqrt(6.0 / (fan_in + fan_out))
+
+
+def init_weight(shape, layout, seed):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    limit = xavier_limit(*shape)
+    return dtensor.DVariable(dtensor.call_with_layout(tf.function(tf.random.stateless_uniform), layout, shape=shape,
+                                                      seed=seed, minval=-limit, maxval=limit))
+
+
+def test_ch6_q1_xavier(mesh42):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    assert_correct(grade(6, "q1", xavier_limit, init_weight))
+    assert_hint(grade(6, "q1", lambda a, b: math.sqrt(2 / (a + b)), init_weight), "STANDARD DEVIATION", points=2)
+    assert_hint(grade(6, "q1", lambda a, b: math.sqrt(1 / a), init_weight), "LeCun", points=2)
+    assert_hint(grade(6, "q1", lambda a, b: math.sqrt(6) / (a + b), init_weight), "brackets", points=2)
+    assert_hint(grade(6, "q1", lambda a, b: 6 / (a + b), init_weight), "square root", points=2)
+
+    def eager(shape, layout, seed):
+        return dtensor.DVariable(dtensor.call_with_layout(tf.random.stateless_uniform, layout, shape=shape, seed=seed))
+
+    assert_hint(grade(6, "q1", xavier_limit, eager), "Wrap the random op in tf.function", points=1)
+    assert_hint(grade(6, "q1", xavier_limit, lambda s, l, seed: tf.Variable(tf.zeros(s))), "ordinary tf.Variable", points=1)
+    assert_hint(grade(6, "q1", xavier_limit, lambda s, l, seed: init_weight(s, l, seed).read_value()),
+                "return a variable", points=1)
+    replicated = lambda s, l, seed: init_weight(s, dtensor.Layout.replicated(l.mesh, 2), seed)
+    assert_hint(grade(6, "q1", xavier_limit, replicated), "ignored the layout", points=1)
+    wide = lambda s, l, seed: dtensor.DVariable(dtensor.call_with_layout(
+        tf.function(tf.random.stateless_uniform), l, shape=s, seed=seed, minval=-1.0, maxval=1.0))
+    assert_hint(grade(6, "q1", xavier_limit, wide), "exceed the Xavier limit", points=1)
+    positive = lambda s, l, seed: dtensor.DVariable(dtensor.call_with_layout(
+        tf.function(tf.random.stateless_uniform), l, shape=s, seed=seed, minval=0.0, maxval=xavier_limit(*s)))
+    assert_hint(grade(6, "q1", xavier_limit, positive), "minval=-limit", points=1)
+    unseeded = lambda s, l, seed: init_weight(s, l, [np.random.randint(1000), 0])
+    assert_hint(grade(6, "q1", xavier_limit, unseeded), "same seed gave different weights", points=1)
+    assert_hint(grade(6, "q1", None, init_weight), "xavier_limit: not answered yet", points=2)
+
+
+def _mlp(sizes, mesh):
+    """A stand-in for the notebook's MLP: the checker only looks at the kernels' shapes."""
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.layers = [tf.Variable(tf.zeros([a, b])) for a, b in zip(sizes, sizes[1:])]
+    module.biases = [tf.Variable(tf.zeros([b])) for b in sizes[1:]]
+    return module
+
+
+def test_ch6_q2_hidden_size(mesh42):
+    assert_correct(grade(6, "q2", _mlp([784, 700, 500, 10], mesh42)))
+    assert_hint(grade(6, "q2", _mlp([784, 700, 10, 10], mesh42)), "784 -> 700 -> 10 -> 10", "overwrites")
+    assert_hint(grade(6, "q2", _mlp([784, 500, 10], mesh42)), "expected")
+    import tensorflow as tf
+
+    assert_hint(grade(6, "q2", tf.Module), "not the class")
+
+
+def make_slots(variable):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    layout = dtensor.fetch_layout(variable)
+    return tuple(dtensor.DVariable(dtensor.call_with_layout(tf.zeros, layout, shape=variable.shape))
+                 for _ in range(2))
+
+
+def test_ch6_q3_slots(mesh42):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    assert_correct(grade(6, "q3", make_slots))
+
+    def replicated(variable):
+        layout = dtensor.Layout.replicated(dtensor.fetch_layout(variable).mesh, 2)
+        return tuple(dtensor.DVariable(dtensor.call_with_layout(tf.zeros, layout, shape=variable.shape))
+                     for _ in range(2))
+
+    assert_hint(grade(6, "q3", replicated), "it is replicated", points=0)
+    assert_hint(grade(6, "q3", lambda v: (tf.Variable(tf.zeros(v.shape)),) * 1 + (tf.Variable(tf.zeros(v.shape)),)),
+                "ordinary tf.Variable")
+    assert_hint(grade(6, "q3", lambda v: (tf.zeros_like(v), tf.zeros_like(v))), "not a variable")
+    same = make_slots
+    assert_hint(grade(6, "q3", lambda v: (lambda s: (s[0], s[0]))(same(v))), "the same object")
+    assert_hint(grade(6, "q3", lambda v: (dtensor.DVariable(tf.ones_like(v)), make_slots(v)[1])), "start at zero",
+                points=1)
+    assert_hint(grade(6, "q3", lambda v: make_slots(v)[0]), "return a pair")
+
+
+def _adam_classes():
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    class BuggyAdam(tf.Module):
+        def __init__(self, params, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+            super().__init__()
+            self.params = list(params)
+            self.learning_rate, self.beta_1, self.beta_2, self.epsilon = learning_rate, beta_1, beta_2, epsilon
+            self.step = 0
+            self.m, self.v = zip(*[make_slots(p) for p in self.params])
+
+        @tf.function
+        def apply(self, gradients):
+            self.step += 1
+            alpha = self.learning_rate * math.sqrt(1 - self.beta_2 ** self.step) / (1 - self.beta_1 ** self.step)
+            self._update(gradients, alpha)
+
+        def _update(self, gradients, alpha):
+            for p, g, m, v in zip(self.params, gradients, self.m, self.v):
+                m.assign_add((g - m) * (1 - self.beta_1))
+                v.assign_add((g * g - v) * (1 - self.beta_2))
+                p.assign_sub(alpha * m / (tf.sqrt(v) + self.epsilon))
+
+    class FixedAdam(BuggyAdam):
+        def __init__(self, params, **kwargs):
+            super().__init__(params, **kwargs)
+            mesh = dtensor.fetch_layout(self.params[0]).mesh
+            self.step = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, dtensor.Layout.replicated(mesh, 0),
+                                                                   shape=[]))
+
+        @tf.function
+        def apply(self, gradients):
+            self.step.assign_add(1.0)
+            t = self.step.read_value()
+            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+
+    class NoMomentum(FixedAdam):
+        @tf.function
+        def apply(self, gradients):
+            self.step.assign_add(1.0)
+            for m in self.m:
+                m.assign(tf.zeros_like(m))
+            t = self.step.read_value()
+            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+
+    class Sgd(FixedAdam):
+        @tf.function
+        def apply(self, gradients):
+            for p, g in zip(self.params, gradients):
+                p.assign_sub(self.learning_rate * g)
+
+    return BuggyAdam, FixedAdam, NoMomentum, Sgd
+
+
+def test_ch6_q4_adam_matches_keras_adam(keras2, mesh42):
+    import tensorflow as tf
+
+    # The checker's reference is Keras' Adam: compare with tf_keras on a plain variable.
+    w0 = np.array([[0.5, -1.0], [2.0, 0.25]], dtype="float32")
+    grads = [np.array([[0.1, -0.2], [0.3, 0.05]], dtype="float32") * k for k in (1, -2, 3)]
+    variable = tf.Variable(w0)
+    keras_adam = keras2.optimizers.Adam(learning_rate=0.1, epsilon=1e-7)
+    for g in grads:
+        keras_adam.apply_gradients([(tf.constant(g), variable)])
+    assert np.allclose(variable.numpy(), ch6.reference_adam(w0, grads, 0.1)[-1], rtol=1e-5)
+
+    BuggyAdam, FixedAdam, NoMomentum, Sgd = _adam_classes()
+    assert_correct(grade(6, "q4", FixedAdam))
+    assert_hint(grade(6, "q4", BuggyAdam), "uses t = 1 at every step", "assign_add")
+    assert_hint(grade(6, "q4", NoMomentum), "steps 2 and 3 do not", points=1)
+    assert_hint(grade(6, "q4", Sgd), "first step already differs")
+
+    class NeedsSlots(FixedAdam):
+        def __init__(self, params, **kwargs):
+            unsolved_make_slots = None
+            unsolved_make_slots(params)
+
+    assert_hint(grade(6, "q4", NeedsSlots), "solve that first")

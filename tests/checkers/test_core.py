@@ -1,0 +1,138 @@
+"""The checkers' machinery: the registry, placeholders, feedback, hints, solutions, modes."""
+import inspect
+
+import numpy as np
+import pytest
+
+from course_utils.checkers import exercises, is_placeholder, registry
+
+
+def test_registry_lists_every_chapter_with_max_points():
+    table = registry()
+    assert sorted(table) == [1, 2, 3, 4, 5, 6]
+    for chapter, items in table.items():
+        assert len(items) >= 3, chapter
+        assert list(items) == [f"q{i}" for i in range(1, len(items) + 1)]
+        assert all(isinstance(p, int) and p > 0 for p in items.values())
+        assert {e.name: e.max_points for e in exercises(chapter)} == items
+
+
+def test_exercises_unknown_chapter_says_which_exist():
+    with pytest.raises(ValueError, match=r"chapters \[1, 2, 3, 4, 5, 6\], not 9"):
+        exercises(9)
+
+
+def test_exercises_returns_the_same_object():
+    assert exercises(3) is exercises(3)
+
+
+def test_is_placeholder():
+    assert is_placeholder(None) and is_placeholder(...)
+    assert is_placeholder({"a": None, "b": ...}) and is_placeholder([None] * 7) and is_placeholder([])
+    assert not is_placeholder([True, None]) and not is_placeholder(0) and not is_placeholder("")
+    assert not is_placeholder(None, none_is_answer=True) and is_placeholder(..., none_is_answer=True)
+
+
+@pytest.mark.parametrize("chapter", [1, 2, 3, 4, 5, 6])
+def test_every_exercise_scores_zero_when_unanswered(chapter):
+    for ex in exercises(chapter):
+        n = len(inspect.signature(ex.grade).parameters)
+        placeholder = ... if ex.none_is_answer else None
+        result = ex.evaluate(*[placeholder] * n)
+        assert (result.status, result.points) == ("unanswered", 0), (chapter, ex.name, str(result))
+        assert "Replace the placeholder" in result.message
+
+
+@pytest.mark.parametrize("chapter", [1, 2, 3, 4, 5, 6])
+def test_no_checker_raises_on_odd_input(chapter, cpus8):
+    odd_inputs = [42, "nonsense", object(), [1, 2], {"x": 1}, 3.5, np.zeros(3), lambda *a: 1 / 0, int]
+    for ex in exercises(chapter):
+        n = len(inspect.signature(ex.grade).parameters)
+        for odd in odd_inputs:
+            result = ex.evaluate(*[odd] * n)
+            assert result.points < result.max_points, (chapter, ex.name, odd, str(result))
+            assert result.message, (chapter, ex.name, odd)
+        result = ex.evaluate()  # no answer at all
+        assert result.status == "unanswered"
+        result = ex.evaluate(*[1] * (n + 1))  # one argument too many
+        assert result.status == "incorrect" and ex.call in result.message
+
+
+def test_check_prints_the_result(capsys):
+    ex = exercises(3)
+    ex.q4.check([False, True, True, False, True, False])
+    assert capsys.readouterr().out.startswith("Correct! 6/6 points.")
+    ex.q4.check([True, True, True, False, True, False])
+    ex.q1.check(None)
+    out = capsys.readouterr().out
+    assert "Partly correct: 5/6 points." in out and "Not answered yet: 0/2 points." in out
+    assert ex.q1.last_result.status == "unanswered"
+
+
+def test_hints_come_in_a_ladder(capsys):
+    ex = exercises(4)
+    ex.q3.hint()
+    assert capsys.readouterr().out.startswith("Hint 1/2 (4.q3): Divide each tensor axis") 
+    ex.q3.hint(2)
+    out = capsys.readouterr().out
+    assert out.startswith("Hint 2/2 (4.q3):") and "More:" not in out
+    ex.q3.hint(7)  # past the last hint: the last one
+    assert capsys.readouterr().out.startswith("Hint 2/2")
+    assert ex.q3.hints_seen == 2
+    for chapter in registry():
+        for exercise in exercises(chapter):
+            assert exercise.hints, (chapter, exercise.name)
+
+
+def test_solution_and_summary_print(capsys):
+    ex = exercises(4)
+    ex.q3.solution()
+    ex.summary()
+    out = capsys.readouterr().out
+    assert 'shard_shapes = {"a": (2, 12)' in out and "Total:" in out
+    assert "ex.q1.check(mesh, layout)" in repr(ex)
+
+
+def test_graded_mode_hides_solutions_and_answers(capsys):
+    graded, study = exercises(3, mode="graded"), exercises(3)
+    assert graded is not study and graded.q4.mode == "graded"
+    graded.q4.solution()
+    out = capsys.readouterr().out
+    assert "graded hand-out" in out and "statements = [" not in out
+    wrong = [True, True, True, False, True, False]
+    assert "It is False: It is data parallelism" in study.q4.evaluate(wrong).message
+    message = graded.q4.evaluate(wrong).message
+    assert "statement 1: think again." in message and "It is False" not in message
+    with pytest.raises(ValueError, match="mode must be"):
+        exercises(3, mode="exam")
+
+
+def test_feedback_renders_answers_only_in_self_study():
+    from course_utils.checkers.core import Feedback
+
+    fb = Feedback()
+    fb.right("a", points=2)
+    fb.wrong("b is wrong.", answer="It is 3.")
+    fb.note("c")
+    assert fb.points == 2
+    assert fb.render() == "  ✓ a\n  ✗ b is wrong. It is 3.\n  c"
+    assert fb.render(graded=True) == "  ✓ a\n  ✗ b is wrong.\n  c"
+
+
+def test_solutions_are_the_solution_notebooks_code():
+    """One source: solution() prints the code of the solution notebook's checking cell."""
+    import nbformat
+
+    from course_utils import build
+    from course_utils.checkout import checkout_root
+
+    root = checkout_root()
+    for path in sorted((root / "solutions").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        chapter = nb.metadata["course"]["chapter"]
+        cells = {c.id: c.source for c in nb.cells}
+        for exercise in exercises(chapter):
+            source = cells[build.exercise_cells(nb)["exercises"][exercise.name]["cell"]]
+            assert exercise.call in source
+            for line in exercise._solution.splitlines():
+                assert line in source, (path.name, exercise.name, line)
