@@ -1,4 +1,5 @@
-"""Benchmark the course itself: ``python -m course_utils.benchmark [--output FILE]``.
+"""Benchmark the course itself: ``python3 course.py bench [--output FILE]`` (a maintainer tool: it
+works on a clone of the course, see :mod:`course_utils.checkout`).
 
 Two parts, both run on this machine and written as one markdown report:
 
@@ -18,46 +19,37 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from course_utils.checkout import checkout_root
+from course_utils.notebook_runner import run_in_child
 
 __all__ = ["time_notebooks", "time_strategies", "markdown_report"]
 
 
 def time_notebooks(paths, timeout=600):
-    """Execute each notebook in a fresh kernel (in a temporary folder) and return its wall time.
+    """Run each notebook in a fresh kernel (:func:`~course_utils.notebook_runner.run_in_child`) and time it.
 
     Args:
         paths: notebook paths.
-        timeout: per-cell time limit in seconds.
+        timeout: seconds one notebook may take.
 
     Returns:
-        A list of ``(name, seconds, status)``; ``status`` is ``"ok"`` or the error's first line.
+        A list of ``(name, seconds, status)``; ``status`` is ``"ok"`` or what went wrong.
 
     Example:
         >>> time_notebooks([Path("notebooks/00_welcome.ipynb")])
         [('00_welcome', 4.1, 'ok')]
     """
-    import nbformat
-    from nbclient import NotebookClient
-
     results = []
     for path in paths:
-        nb = nbformat.read(path, as_version=4)
-        with tempfile.TemporaryDirectory() as workdir:
-            client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": workdir}})
-            start = time.perf_counter()
-            try:
-                client.execute()
-                status = "ok"
-            except Exception as err:  # a failing notebook is reported, and the others still run
-                status = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:120] if str(err).strip() else ''}"
-            results.append((Path(path).stem, time.perf_counter() - start, status))
-        print(f"  {results[-1][0]}: {results[-1][1]:.1f} s ({status})", flush=True)
+        outcome = run_in_child("course_utils.notebook_runner:run_notebook_cells",
+                               {"notebook": str(Path(path).resolve())}, timeout)
+        status = outcome["report"].get("status") if outcome["kind"] == "completed" else outcome["kind"]
+        results.append((Path(path).stem, outcome["seconds"], status or outcome.get("detail", "")))
+        print(f"  {results[-1][0]}: {results[-1][1]:.1f} s ({results[-1][2]})", flush=True)
     return results
 
 
@@ -221,7 +213,7 @@ def main(argv=None):
     notebook_times, strategy_times = [], {}
     if not args.skip_notebooks:
         print("Executing the chapter notebooks ...", flush=True)
-        notebook_times = time_notebooks(sorted((ROOT / "notebooks").glob("*.ipynb")))
+        notebook_times = time_notebooks(sorted((checkout_root() / "notebooks").glob("*.ipynb")))
     if not args.skip_strategies:
         print("Timing one epoch per strategy ...", flush=True)
         strategy_times = time_strategies(args.examples, args.batch_size)

@@ -2,6 +2,7 @@
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
+from course_utils.meshes import mesh_text
 from course_utils.runtime import restart_advice
 
 __all__ = ["configure_virtual_cpus", "make_mesh"]
@@ -107,7 +108,7 @@ def make_mesh(dims, devices=None):
     if devices is None:
         cpus = [d for d in existing if "CPU" in d]
         if needed > len(cpus):
-            shape = " x ".join(f"{n}={s}" for n, s in dims)
+            shape = mesh_text(dims)
             raise ValueError(
                 f"A mesh of {shape} needs {needed} devices, but this process has only {len(cpus)} "
                 f"logical CPU(s). Use a smaller mesh, or {restart_advice()} and call "

@@ -2,10 +2,19 @@
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-__all__ = ["pack_batch", "shard_slices"]
+__all__ = ["check_fits", "pack_batch", "shard_slices"]
 
 
-def _check_fits(shape, layout):
+def check_fits(shape, layout):
+    """Check that a tensor of ``shape`` can take ``layout``, before TensorFlow sees it.
+
+    Raises:
+        ValueError: the ranks differ (both are named), or a sharded axis is not divisible by the
+            size of its mesh axis (the axis, its size and the mesh axis are named, with what to change).
+
+    Example:
+        >>> check_fits([8, 4], dtensor.Layout(["batch", dtensor.UNSHARDED], mesh))   # passes silently
+    """
     specs = layout.sharding_specs
     if len(shape) != len(specs):
         raise ValueError(
@@ -45,7 +54,7 @@ def shard_slices(shape, layout):
         [(slice(0, 2, None), slice(0, 3, None)), (slice(2, 4, None), slice(0, 3, None))]
     """
     shape = [int(s) for s in shape]
-    _check_fits(shape, layout)
+    check_fits(shape, layout)
     mesh = layout.mesh
     result = []
     for location in mesh.local_device_locations():

@@ -12,7 +12,8 @@ import textwrap
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
-from course_utils.packing import _check_fits
+from course_utils.meshes import mesh_text
+from course_utils.packing import check_fits
 
 __all__ = ["visualize_sharding", "visualize_mesh", "ShardingPicture", "MeshPicture"]
 
@@ -144,7 +145,7 @@ def _device_labels(mesh):
 
 
 def _mesh_description(mesh):
-    dims = " x ".join(f"{name}={mesh.dim_size(name)}" for name in mesh.dim_names)
+    dims = mesh_text([(name, mesh.dim_size(name)) for name in mesh.dim_names])
     return f"mesh {dims} ({mesh.size} devices)"
 
 
@@ -156,7 +157,7 @@ class ShardingPicture(_Picture):
         self.shape = list(shape)
         mesh = layout.mesh
         specs = list(layout.sharding_specs)
-        _check_fits(self.shape, layout)
+        check_fits(self.shape, layout)
         counts = [1 if s == dtensor.UNSHARDED else mesh.dim_size(s) for s in specs]
         self.shard_shape = [size // n for size, n in zip(self.shape, counts)]
         self.replicated_over = [d for d in mesh.dim_names if d not in specs]

@@ -6,6 +6,7 @@ import pytest
 
 from course_utils import build
 from course_utils.checkout import NOTEBOOK_FOLDERS, course_config
+from course_utils.notebook_setup import setup_source
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p for folder in NOTEBOOK_FOLDERS for p in (ROOT / folder).glob("*.ipynb"))
@@ -23,7 +24,7 @@ def test_badge_and_setup_cells_agree_with_the_config(path):
     badge, setup = nb.cells[0], nb.cells[1]
     assert badge.id == build.BADGE_ID and badge.source == build.badge_source(relative, config)
     assert f"github/{config['repository']}/blob/{config['branch']}/{relative}" in badge.source
-    assert setup.id == build.SETUP_ID and setup.source == build.setup_source(nb.metadata["course"]["keras"], config)
+    assert setup.id == build.SETUP_ID and setup.source == setup_source(nb.metadata["course"]["keras"], config)
     assert isinstance(nb.metadata["course"]["chapter"], int)
 
 
@@ -76,15 +77,6 @@ def test_exercise_replaces_solution_blocks_with_placeholders():
         "def f():\n    return None  # YOUR CODE HERE\n...  # YOUR CODE HERE\nprint(x)")
 
 
-def test_setup_cell_sets_legacy_keras_only_for_tf_keras_chapters():
-    config = {"repository": "owner/name", "branch": "main"}
-    assert 'TF_USE_LEGACY_KERAS"] = "1"' in build.setup_source("tf_keras", config)
-    assert "TF_USE_LEGACY_KERAS" not in build.setup_source("keras3", config)
-    assert "git+https://github.com/owner/name@main" in build.setup_source("keras3", config)
-    with pytest.raises(ValueError, match="must be one of"):
-        build.setup_source("keras2", config)
-
-
 def test_clean_strips_outputs_and_personal_metadata():
     nb = nbformat.v4.new_notebook(metadata={"course": {"chapter": 1, "keras": "keras3"}, "widgets": {}, "colab": {}})
     cell = nbformat.v4.new_code_cell("1", execution_count=3, outputs=[nbformat.v4.new_output("stream", text="1")])
@@ -100,5 +92,5 @@ def test_command_line_tools_do_not_import_tensorflow():
     import subprocess
     import sys
 
-    code = "import sys, course_utils.build; print('tensorflow' in sys.modules)"
+    code = "import sys, course_utils.build, course_utils.grade; print('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

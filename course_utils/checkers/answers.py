@@ -9,7 +9,7 @@ import math
 
 UNSHARDED = "unsharded"  # the value of dtensor.UNSHARDED, without importing TensorFlow
 
-__all__ = ["UNSHARDED", "as_bool", "as_float", "as_int", "as_shape", "checker_mesh", "close", "fmt_dims",
+__all__ = ["UNSHARDED", "as_bool", "as_float", "as_int", "as_shape", "checker_mesh", "close",
            "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
            "quiet_tensorflow", "short_error", "specs"]
 
@@ -106,11 +106,6 @@ def specs(layout):
 def mesh_dims(mesh):
     """A mesh's axes as ``[(name, size), ...]``."""
     return [(name, mesh.dim_size(name)) for name in mesh.dim_names]
-
-
-def fmt_dims(dims):
-    """``[("batch", 4), ("model", 2)]`` as ``"batch=4 x model=2"``."""
-    return " x ".join(f"{n}={s}" for n, s in dims) or "(no axes)"
 
 
 def global_numpy(value):

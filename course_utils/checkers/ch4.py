@@ -1,27 +1,29 @@
 """Chapter 4 · DTensor meshes and layouts: the exercises' graders and hints."""
-from .answers import (UNSHARDED, as_bool, as_int, as_shape, fmt_dims, grade_items, is_placeholder, layout_of,
+from .answers import (UNSHARDED, as_bool, as_int, as_shape, grade_items, is_placeholder, layout_of,
                       mesh_dims, short_error, specs)
+from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
 
 MESH = [("batch", 4), ("model", 2)]
+MESH_TEXT = mesh_text(MESH)
 
 
 def grade_mesh(fb, mesh):
-    """Add a line about a mesh that should be batch=4 x model=2; return whether it is."""
+    """Add a line about a mesh that should be :data:`MESH`; return whether it is."""
     if not (hasattr(mesh, "dim_names") and hasattr(mesh, "dim_size")):
         fb.wrong(f"mesh should be a dtensor.Mesh (dtensor.create_mesh or make_mesh), not a {type(mesh).__name__}.")
         return False
     dims = mesh_dims(mesh)
     if dims == MESH:
-        fb.right(f"mesh: {fmt_dims(dims)}")
+        fb.right(f"mesh: {mesh_text(dims)}")
         return True
     if sorted(dims) == sorted(MESH):
-        fb.wrong(f"mesh is {fmt_dims(dims)}: list the axes in the order asked. The order decides which devices "
+        fb.wrong(f"mesh is {mesh_text(dims)}: list the axes in the order asked. The order decides which devices "
                  f"share a 'batch' row.")
     elif len(dims) == 1:
-        fb.wrong(f"mesh is 1-D ({fmt_dims(dims)}); the exercise asks for a 2-D mesh batch=4 x model=2.")
+        fb.wrong(f"mesh is 1-D ({mesh_text(dims)}); the exercise asks for a 2-D mesh {MESH_TEXT}.")
     else:
-        fb.wrong(f"mesh is {fmt_dims(dims)}; the exercise asks for batch=4 x model=2.")
+        fb.wrong(f"mesh is {mesh_text(dims)}; the exercise asks for {MESH_TEXT}.")
     return False
 
 
@@ -48,8 +50,8 @@ class MeshAndLayout(Exercise):
         elif given == right and mesh_dims(layout.mesh) == MESH:
             fb.right(f"layout: {given}: each device holds all 784 rows and 64 of the 128 columns")
         elif given == right:
-            fb.wrong(f"layout: the specs are right but it lives on a mesh {fmt_dims(mesh_dims(layout.mesh))}; build "
-                     f"it on your batch=4 x model=2 mesh.")
+            fb.wrong(f"layout: the specs are right but it lives on a mesh {mesh_text(mesh_dims(layout.mesh))}; build "
+                     f"it on your {MESH_TEXT} mesh.")
         elif given == ["model", UNSHARDED]:
             fb.wrong(f"layout {given} splits the ROWS (axis 0, the 784 inputs); the columns are axis 1.")
         elif given == [UNSHARDED, UNSHARDED]:
@@ -93,7 +95,7 @@ class PackByHand(Exercise):
             return fb
         given, dims = specs(layout), mesh_dims(layout.mesh)
         if dims != MESH:
-            fb.wrong(f"packed lives on a mesh {fmt_dims(dims)}; use the 2-D mesh batch=4 x model=2.")
+            fb.wrong(f"packed lives on a mesh {mesh_text(dims)}; use the 2-D mesh {MESH_TEXT}.")
             return fb
         layout_ok = given == ["batch", UNSHARDED]
         if layout_ok:

@@ -2,7 +2,8 @@
 import re
 import sys
 
-from .answers import UNSHARDED, fmt_dims, global_numpy, layout_of, mesh_dims, short_error, specs
+from .answers import UNSHARDED, global_numpy, layout_of, mesh_dims, short_error, specs
+from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
 
 
@@ -99,7 +100,7 @@ class ShardedDense(Exercise):
             return fb
         given = specs(layout)
         if "model" not in layout.mesh.dim_names:
-            fb.wrong(f"the kernel lives on a mesh {fmt_dims(mesh_dims(layout.mesh))} without a 'model' axis; use the "
+            fb.wrong(f"the kernel lives on a mesh {mesh_text(mesh_dims(layout.mesh))} without a 'model' axis; use the "
                      f"batch x model mesh.")
             return fb
         if given == [UNSHARDED, "model"] and shape == (784, 128):
@@ -252,7 +253,7 @@ class PackTrainingBatch(Exercise):
                 continue
             given = specs(layout)
             if "model" not in layout.mesh.dim_names:
-                fb.wrong(f"{name} lives on a mesh {fmt_dims(mesh_dims(layout.mesh))}; use the 2-D batch x model mesh, "
+                fb.wrong(f"{name} lives on a mesh {mesh_text(mesh_dims(layout.mesh))}; use the 2-D batch x model mesh, "
                          f"the one the model's weights live on.")
             elif given != right:
                 if "model" in given:

@@ -1,10 +1,12 @@
 """The grader's outputs: the CSV table and the readable summary per submission and per exercise."""
 import csv
 
+from course_utils.checkers.core import CORRECT, INCORRECT, PARTIAL, UNANSWERED
+
 __all__ = ["COLUMNS", "STATUS_ORDER", "summary", "write_csv"]
 
 COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status", "hints", "flags", "feedback"]
-STATUS_ORDER = ["correct", "partial", "incorrect", "unanswered", "not checked"]
+STATUS_ORDER = [CORRECT, PARTIAL, INCORRECT, UNANSWERED, "not checked"]
 
 
 def write_csv(rows, path):
@@ -52,14 +54,13 @@ def summary(rows):
         lines.append(_submission_line(submission, [r for r in rows if r["submission"] == submission], width))
     exercises = list(dict.fromkeys((r["chapter"], r["exercise"]) for r in rows if r["exercise"]))
     if exercises:
-        lines += ["", "Per exercise",
-                  "  exercise  max  mean   correct  partial  incorrect  unanswered  not checked  hints used"]
+        header = "  ".join(f"{status:<{max(7, len(status))}}" for status in STATUS_ORDER)
+        lines += ["", "Per exercise", f"  exercise  max  mean   {header}  hints used"]
         for chapter, exercise in sorted(exercises):
             mine = [r for r in rows if (r["chapter"], r["exercise"]) == (chapter, exercise)]
             mean = sum(r["points"] for r in mine) / len(mine)
-            count = lambda prefix: sum(r["status"].startswith(prefix) for r in mine)  # noqa: E731
-            hinted = sum(bool(r["hints"]) for r in mine)
-            lines.append(f"  {f'{chapter}.{exercise}':<8}  {mine[0]['max_points']:<3}  {mean:<5.2f}  "
-                         f"{count('correct'):<7}  {count('partial'):<7}  {count('incorrect'):<9}  "
-                         f"{count('unanswered'):<10}  {count('not checked'):<11}  {hinted}")
+            counts = "  ".join(f"{sum(r['status'].startswith(status) for r in mine):<{max(7, len(status))}}"
+                               for status in STATUS_ORDER)
+            lines.append(f"  {f'{chapter}.{exercise}':<8}  {mine[0]['max_points']:<3}  {mean:<5.2f}  {counts}  "
+                         f"{sum(bool(r['hints']) for r in mine)}")
     return "\n".join(lines)

@@ -1,0 +1,39 @@
+"""Running notebooks in a child process with a hard time limit (shared by the grader and the benchmark)."""
+import json
+from pathlib import Path
+
+import nbformat
+
+from course_utils.notebook_runner import run_in_child
+
+DRIVER = "course_utils.notebook_runner:run_notebook_cells"
+
+
+def write(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, path)
+    return str(path)
+
+
+def test_runs_every_cell_and_reports_the_first_error(tmp_path):
+    ok = run_in_child(DRIVER, {"notebook": write(tmp_path / "ok.ipynb", "x = 6 * 7", "assert x == 42")}, timeout=120)
+    assert ok["kind"] == "completed" and ok["report"] == {"status": "ok"} and ok["seconds"] > 0
+    bad = run_in_child(DRIVER, {"notebook": write(tmp_path / "bad.ipynb", "1 / 0", "print('not reached')")}, 120)
+    assert bad["report"]["status"] == "ZeroDivisionError: division by zero"
+
+
+def test_time_limit_kills_the_kernel_and_what_it_started(tmp_path):
+    pids = tmp_path / "pids.json"
+    loop = write(tmp_path / "loop.ipynb", "import json, os, subprocess\nchild = subprocess.Popen(['sleep', '600'])\n"
+                 f"open({str(pids)!r}, 'w').write(json.dumps([os.getpid(), child.pid]))\nwhile True:\n    pass")
+    outcome = run_in_child(DRIVER, {"notebook": loop}, timeout=15)
+    assert outcome["kind"] == "timeout" and outcome["report"] == {}
+    for pid in json.loads(pids.read_text()):
+        status = Path(f"/proc/{pid}/status")
+        assert not status.exists() or "\nState:\tZ" in status.read_text(), pid
+
+
+def test_a_dying_kernel_is_reported(tmp_path):
+    outcome = run_in_child(DRIVER, {"notebook": write(tmp_path / "die.ipynb", "import os\nos._exit(3)")}, 120)
+    assert outcome["kind"] == "kernel died"

@@ -1,0 +1,36 @@
+"""The small shared modules: the checkout, mesh text, the set-up cell, the download policy."""
+import pytest
+
+from course_utils.checkout import NotACheckoutError, checkout_root, course_config
+from course_utils.data import downloads_allowed
+from course_utils.meshes import mesh_text
+from course_utils.notebook_setup import is_stamped_setup, setup_lines, setup_source
+
+CONFIG = {"repository": "owner/name", "branch": "main"}
+
+
+def test_checkout_root_says_when_the_package_is_not_in_a_clone(tmp_path):
+    assert (checkout_root() / "solutions").is_dir() and course_config()["branch"]
+    with pytest.raises(NotACheckoutError, match="work on a clone of the course"):
+        checkout_root(tmp_path)
+
+
+def test_mesh_text():
+    assert mesh_text([("batch", 4), ("model", 2)]) == "batch=4 x model=2" and mesh_text([]) == "(no axes)"
+
+
+def test_setup_cells():
+    assert setup_lines("keras3") == [] and "TF_USE_LEGACY_KERAS" in setup_lines("tf_keras")[0]
+    with pytest.raises(ValueError, match="must be one of"):
+        setup_lines("keras2")
+    stamped = setup_source("tf_keras", CONFIG)
+    assert is_stamped_setup(stamped) and is_stamped_setup(stamped.replace("owner/name", "other/repo"))
+    assert not is_stamped_setup(stamped + "\nimport gc")
+
+
+def test_downloads_only_when_allowed(monkeypatch):
+    monkeypatch.setenv("COURSE_OFFLINE", "1")
+    monkeypatch.setenv("COURSE_ALLOW_DOWNLOAD", "1")
+    assert not downloads_allowed()
+    monkeypatch.delenv("COURSE_OFFLINE")
+    assert downloads_allowed()
