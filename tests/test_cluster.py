@@ -12,9 +12,8 @@ import time
 import psutil
 import pytest
 
-from course_utils import cluster as cluster_module
 from course_utils.cluster import (ClusterTimeoutError, LocalCluster, Task, TaskFailedError, dtensor_env,
-                                  find_free_ports)
+                                  find_free_ports, waiting)
 
 
 def write(tmp_path, name, code):
@@ -342,10 +341,10 @@ def test_interrupting_wait_stops_the_cluster(sleeper, monkeypatch):
     real_sleep = time.sleep
 
     def interrupted_sleep(seconds):
-        monkeypatch.setattr(cluster_module.time, "sleep", real_sleep)
+        monkeypatch.setattr(waiting.time, "sleep", real_sleep)
         raise KeyboardInterrupt  # what the notebook's stop button does during wait()
 
-    monkeypatch.setattr(cluster_module.time, "sleep", interrupted_sleep)
+    monkeypatch.setattr(waiting.time, "sleep", interrupted_sleep)
     with pytest.raises(KeyboardInterrupt):
         cluster.wait()
     assert_all_gone(cluster.pids)

@@ -1,0 +1,75 @@
+"""One task's process group: starting it so that it dies with its parent, killing it, its exit code in words."""
+import os
+import signal
+import subprocess
+
+# Started by ``python -c``: make the kernel SIGKILL this process when its parent dies (Linux
+# prctl PR_SET_PDEATHSIG = 1), check that the parent did not die before that, then become the
+# real script with exec (the setting survives exec). Doing this in the child itself instead of in
+# a ``preexec_fn`` avoids running Python code between fork and exec in a parent full of threads
+# (a TensorFlow kernel), which the subprocess documentation warns can deadlock.
+_BOOTSTRAP = """\
+import ctypes, os, signal, sys
+parent = int(os.environ.pop("LOCAL_CLUSTER_PARENT_PID"))
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+os.execv(sys.executable, [sys.executable] + sys.argv[1:])
+"""
+
+
+def launch(python, script, args, environ, log_file):
+    """Start ``python script *args`` in a new process group that, on Linux, dies with this process.
+
+    Args:
+        python: the interpreter.
+        script, args: the script's path and its command-line arguments (strings).
+        environ: the whole environment of the new process.
+        log_file: an open binary file that gets its stdout and stderr.
+
+    Returns:
+        The ``subprocess.Popen``; its process group id is its pid, so :func:`kill_group` reaches
+        the processes it starts too.
+
+    Example:
+        >>> with open("worker-0.log", "ab") as log_file:
+        ...     process = launch(sys.executable, "worker.py", [], dict(os.environ), log_file)
+    """
+    return subprocess.Popen(
+        [python, "-c", _BOOTSTRAP, str(script), *args],
+        stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+        env={**environ, "LOCAL_CLUSTER_PARENT_PID": str(os.getpid())}, start_new_session=True,
+    )
+
+
+def kill_group(process, sig):
+    """Send ``sig`` to the process group of ``process`` (the task and anything it started)."""
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_and_reap(processes):
+    """SIGKILL every process group in ``processes`` and collect the exit statuses (no zombies)."""
+    for process in list(processes):
+        if process.returncode is None:
+            kill_group(process, signal.SIGKILL)
+    for process in list(processes):
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+            pass
+
+
+def describe_exit(code):
+    """An exit code in words: ``"still running"`` (None), ``"killed by SIGKILL"`` (-9), ``"exit code 1"``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
