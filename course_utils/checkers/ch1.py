@@ -1,87 +1,122 @@
 """Chapter 1 · Tensors and devices: the exercises' graders and hints."""
-from .answers import as_bool, as_float, close, logical_cpus, short_error
+import re
+
+from .answers import as_bool, as_float, as_int, close, grade_items, short_error
 from .core import Exercise, Feedback, chapter
 
-A = [[1.0, 2.0], [3.0, 4.0]]
-B = [[0.0, 1.0], [1.0, 0.0]]
-DEVICE_INDEX = 5
+# Exercise 1: where each matmul of the exercise's code runs (a CPU index), or ERROR when its
+# block raises before the matmul exists. The code, on the CPU_COUNT logical CPUs:
+#   a on CPU:2;  b: no block;  c: CPU:6 inside CPU:1;  d: inside CPU:1 after the CPU:6 block, input c;
+#   e: CPU:9 (missing) inside CPU:4;  f: inside CPU:3, after asking for 4 CPUs instead of 8.
+ERROR = "error"
+CPU_COUNT = 8
+PLACEMENTS = {"b": 0, "c": 6, "d": 1, "e": 0, "f": ERROR}
+INPUT_DEVICE = {"b": 2, "c": 2, "d": 6, "e": 2}  # where each matmul's input lives
+OUTER_BLOCK = {"c": 1, "e": 4}                  # the enclosing block of a nested one
+MISSING_CPU = 9
+PLACEMENT_REASONS = {  # these give the answer away: shown in self-study mode only
+    "b": "It runs on CPU:0, the default device: no tf.device block is open on that line, and a is copied there.",
+    "c": "It runs on CPU:6: the innermost block wins.",
+    "d": "It runs on CPU:1: the CPU:6 block has ended, the CPU:1 block is still open, and c is copied there.",
+    "e": "It runs on CPU:0: soft placement drops the request for CPU:9 and TensorFlow takes its first choice, as "
+         "if nothing had been requested.",
+    "f": f"It is 'error': a exists, so the runtime already runs with {CPU_COUNT} CPUs, and asking for 4 raises "
+         "RuntimeError (Virtual devices cannot be modified after being initialized) before f is computed.",
+}
 
 
-class PlaceMatmul(Exercise):
-    title = "Place a matmul on virtual CPU 5"
+def _placement(value):
+    """A prediction as a CPU index or ERROR; None when it can't be read."""
+    if isinstance(value, BaseException) or (isinstance(value, type) and issubclass(value, BaseException)):
+        return ERROR
+    name = getattr(value, "name", value)  # a tf.config.LogicalDevice
+    if isinstance(name, str):
+        text = name.strip().lower()
+        if "error" in text or text == "raises":
+            return ERROR
+        found = re.fullmatch(r"(?:.*/)?(?:device:)?cpu:(\d+)|(\d+)", text)
+        return int(found[1] or found[2]) if found else None
+    return as_int(value)
+
+
+def _placement_mistake(key, given):
+    """Why the prediction ``given`` for item ``key`` is wrong, without saying what is right."""
+    if key == "f":
+        return ("look at the line before the matmul: it asks for a different device configuration. Has the "
+                "runtime started by then?")
+    if given == ERROR:
+        return ("none of the lines before it raises: nothing there changes the device configuration, and soft "
+                "placement is on.")
+    if given == OUTER_BLOCK.get(key):
+        if key == "e":
+            return ("soft placement does not fall back to the enclosing block: the inner block's request replaced "
+                    "the outer one, and that request cannot be met.")
+        return "the outer block is open, but a block nested inside it overrides it."
+    if given == INPUT_DEVICE.get(key):
+        return f"its input lives on CPU:{given}, but an operation does not follow its inputs."
+    if given == MISSING_CPU:
+        return f"there is no CPU:{MISSING_CPU} (the CPUs are 0 to {CPU_COUNT - 1}), and soft placement is on."
+    if not 0 <= given < CPU_COUNT:
+        return f"there is no CPU:{given}: the CPUs are 0 to {CPU_COUNT - 1}."
+    if key == "d" and given == 0:
+        return "leaving the inner block does not close the block around it."
+    return "which tf.device block is in force on that line, and can its device be used?"
+
+
+def _explain_placement(key, given, raw):
+    if given is None:
+        text = repr(raw)
+        text = text if len(text) <= 40 else text[:40] + "..."
+        return f"give the index of a CPU (an int from 0 to {CPU_COUNT - 1}) or {ERROR!r}, not {text}.", ""
+    return f"you predicted {given!r}: {_placement_mistake(key, given)}", PLACEMENT_REASONS[key]
+
+
+class PredictPlacement(Exercise):
+    title = "Predict where each operation runs"
     points = 2
     hints = (
-        "Devices can only be configured before TensorFlow's runtime starts. Which call splits the CPU, and which "
-        "`with` block chooses where an operation runs?",
-        "Split the one physical CPU into 8 logical ones BEFORE anything starts TensorFlow's runtime "
-        "(configure_virtual_cpus(8), or tf.config.set_logical_device_configuration). Then compute inside "
-        "`with tf.device(cpus[5]):` and look at product.device.",
+        "For each line ask: which tf.device block is in force here, and does that device exist? The devices of an "
+        "operation's inputs play no part.",
+        "Nested blocks: the innermost wins until it ends. A device that does not exist: soft placement drops the "
+        "request and TensorFlow takes its first choice, as with no block at all.",
+        f"And the last block: the runtime started when `a` was created, with {CPU_COUNT} CPUs. What does "
+        "set_logical_device_configuration do with a different configuration once the runtime runs?",
     )
 
-    def grade(self, cpus, product):
-        import numpy as np
-        import tensorflow as tf
-
-        fb = Feedback()
-        try:
-            names = [n for n in (getattr(d, "name", d) for d in cpus) if isinstance(n, str)]
-        except TypeError:
-            names = []
-        if not names:
-            fb.wrong(f"cpus: give the list of logical CPU names (what configure_virtual_cpus(8) or "
-                     f"tf.config.list_logical_devices('CPU') returns), not a {type(cpus).__name__}.")
-        elif len(names) != 8 or not all("CPU" in n.upper() for n in names):
-            fb.wrong(f"cpus: your list has {len(names)} CPU device(s); the exercise asks for 8 virtual CPUs. This "
-                     f"kernel has {len(logical_cpus())}. Devices can only be configured before TensorFlow's runtime "
-                     f"starts: restart the kernel and configure them first.")
-        else:
-            fb.right("cpus: 8 logical CPUs")
-
-        expected = np.array(A) @ np.array(B)
-        if isinstance(product, np.ndarray):
-            fb.wrong("product is a NumPy array. .numpy() copies the result to the host and forgets where it was "
-                     "computed; pass the tf.Tensor itself.")
-            return fb
-        if not isinstance(product, (tf.Tensor, tf.Variable)):
-            fb.wrong(f"product should be the tf.Tensor that tf.matmul returned, not a {type(product).__name__}.")
-            return fb
-        value = product.numpy()
-        if value.shape != expected.shape or not np.allclose(value, expected):
-            if value.shape == expected.shape and np.allclose(value, np.array(A) * np.array(B)):
-                fb.wrong("product: that is the elementwise product a * b; the exercise asks for the matrix "
-                         "product tf.matmul(a, b) (or a @ b).")
-            elif value.shape == expected.shape and np.allclose(value, np.array(B) @ np.array(A)):
-                fb.wrong("product: that is b @ a; matrix products don't commute.", answer="Compute tf.matmul(a, b).")
-            else:
-                fb.wrong(f"product: got {value.tolist()}, which is not the matrix product of a and b.",
-                         answer=f"tf.matmul(a, b) = {expected.tolist()}.")
-            return fb
-        spec = tf.DeviceSpec.from_string(product.device or "")
-        if (spec.device_type or "").upper() == "CPU" and spec.device_index == DEVICE_INDEX:
-            fb.right(f"product: computed on {product.device}")
-        elif spec.device_index in (0, None):
-            fb.wrong(f"product was computed on {product.device or 'the default device'}, TensorFlow's default "
-                     f"choice: place it on CPU:{DEVICE_INDEX}.",
-                     answer=f"Run the matmul inside `with tf.device(cpus[{DEVICE_INDEX}]):`.")
-        else:
-            fb.wrong(f"product was computed on CPU:{spec.device_index}, the task asks for CPU:{DEVICE_INDEX}. "
-                     f"Device indices count from 0.", answer=f"It is cpus[{DEVICE_INDEX}].")
+    def grade(self, predictions):
+        fb = grade_items(Feedback(), predictions, PLACEMENTS, _explain_placement, _placement,
+                         "the CPU index each matmul runs on, or 'error'")
+        right = fb.points
+        if isinstance(predictions, dict) and len(predictions) > 1:
+            given = [_placement(v) for v in predictions.values()]
+            if len(set(given)) == 1 and given[0] is not None:
+                fb.note("You gave the same answer for every line, but the lines differ in which blocks are open "
+                        "and whether their device exists.")
+        fb.points = 2 if right == len(PLACEMENTS) else 1 if right == len(PLACEMENTS) - 1 else 0
         return fb
 
 
-CALLS = ["f(tf.constant(1))", "f(tf.constant(2))", "f(tf.constant([1, 2]))", "f(tf.constant([3, 4]))",
-         "f(3)", "f(3)", "f(4)"]
-TRACES = [True, False, True, False, True, False, True]
+CALLS = ["f(tf.constant(1))", "f(tf.constant(2))", "f(tf.constant(1.0))", "f(3)", "f(tf.constant([1, 2]))",
+         "f(3)", "f(tf.constant([3, 4]))"]
+TRACES = [True, False, True, True, True, False, False]
+QUESTIONS = [  # what to think about when the prediction for a call is wrong (no answer in it)
+    "what could a tf.function reuse before anything was ever traced?",
+    "compare it with call 1: which of value, dtype and shape changed, and which of them does a trace depend on?",
+    "compare it with calls 1 and 2: which of value, dtype and shape changed?",
+    "a Python number is not a tensor: by what does it enter the signature?",
+    "compare its tensor with the ones f has seen: is anything about it new?",
+    "has f seen this exact Python argument before?",
+    "compare it with call 5: which of value, dtype and shape changed?",
+]
 WHY = [
     "The first call always traces: there is no concrete function yet.",
     "tf.constant(2) has the same dtype (int32) and shape () as tf.constant(1). A tf.function keys its traces on "
     "the dtype and shape of tensor arguments, not on their values, so call 1's trace is reused.",
-    "The shape (2,) is new, so this call traces a new concrete function.",
-    "Same dtype and shape (2,) as the previous call: its trace is reused. The values [3, 4] don't matter.",
+    "tf.constant(1.0) is a float32, a dtype f has not seen: this call traces.",
     "A Python number is part of the signature by its *value*, and 3 has not been seen: this call traces.",
-    "The Python value 3 was seen by the previous call, so its trace is reused.",
-    "4 is a new Python value, so this call traces again. That is why loops pass tensors, not Python numbers, "
-    "to a tf.function.",
+    "The shape (2,) is new, so this call traces a new concrete function.",
+    "The Python value 3 was seen in call 4, so its trace is reused.",
+    "Same dtype (int32) and shape (2,) as call 5: its trace is reused. The values [3, 4] don't matter.",
 ]
 
 
@@ -92,6 +127,8 @@ class PredictTracing(Exercise):
         "A tf.function keeps one trace per input signature. What is the signature of a tensor argument, and what "
         "is the signature of a Python number?",
         "For a tensor argument the signature is its dtype and shape; for a Python argument it is the value itself.",
+        "Write each call's signature next to it (for example int32, shape () for call 1). A call traces exactly "
+        "when its signature has not appeared in an earlier call.",
     )
 
     def grade(self, predictions):
@@ -113,10 +150,12 @@ class PredictTracing(Exercise):
             return fb
         if all(values):
             fb.note("Not every call traces: tf.function reuses a trace when the input signature repeats.")
+        elif not any(values):
+            fb.note("Some calls must trace: a tf.function has no graph until it has traced once.")
         elif sum(values) == 1 and values[0]:
             fb.note("A tf.function traces again whenever it sees a new input signature, not only once.")
         for i in wrong:
-            fb.wrong(f"call {i + 1}, {CALLS[i]}: think again.", answer=WHY[i])
+            fb.wrong(f"call {i + 1}, {CALLS[i]}: {QUESTIONS[i]}", answer=WHY[i])
         fb.points = 1 if len(wrong) == 1 else 0
         return fb
 
@@ -133,6 +172,34 @@ class GradientTape(Exercise):
         "A tape records operations on trainable variables automatically; a tf.constant must be watched with "
         "tape.watch(x). Compute y inside the `with` block, then tape.gradient(y, [w, x]).",
     )
+
+    def _grade_one(self, fb, name, raw, value, right, other):
+        """One gradient: ``right`` is its value, ``other`` the other gradient's right value."""
+        if raw is Ellipsis:
+            fb.wrong(f"{name}: not answered yet.")
+        elif raw is None:
+            if name == "grad_w":
+                fb.wrong("grad_w is None: w must be used to compute y inside the tape's `with` block.")
+            else:
+                fb.wrong("grad_x is None: x is a tf.constant, and a tape only watches trainable variables "
+                         "automatically.", answer="Call tape.watch(x) inside the `with` block, before computing y.")
+        elif type(raw) in (int, float):  # NumPy numbers (from .numpy()) are fine
+            fb.wrong(f"{name} is a plain Python number: pass the tensor that tape.gradient returned (a value worked "
+                     f"out by hand is not what this exercise asks for).")
+        elif value is None:
+            return
+        elif close(value, right):
+            fb.right(f"{name} = {value:g}")
+        elif close(value, W * X ** 2):
+            fb.wrong(f"{name} = {value:g} is y itself, not its derivative: use tape.gradient.")
+        elif close(value, other):
+            fb.wrong(f"{name} = {value:g} is the derivative with respect to the other input.")
+        elif name == "grad_x" and value == 0:
+            fb.wrong("grad_x = 0: the tape did not record x (a constant), so asking for zeros instead of None hides "
+                     "the problem; it is not dy/dx.", answer="Call tape.watch(x) inside the `with` block.")
+        else:
+            fb.wrong(f"{name} = {value:g} is not the derivative of y = w * x**2.",
+                     answer="dy/dw is x**2 and dy/dx is 2*w*x.")
 
     def grade(self, grad_w, grad_x):
         fb = Feedback()
@@ -151,30 +218,12 @@ class GradientTape(Exercise):
                     fb.wrong(f"{name}: expected one number (a scalar tensor), {short_error(err)}.")
         gw, gx = values["grad_w"], values["grad_x"]
         if close(gw, right_x) and close(gx, right_w):
-            fb.wrong("The two gradients are swapped: tape.gradient(y, [w, x]) returns them in the order of the "
-                     "sources you list, dy/dw first.")
+            fb.wrong("The two gradients are swapped: tape.gradient returns them in the order of the sources you "
+                     "list.", answer="tape.gradient(y, [w, x]) returns dy/dw first.")
             return fb
-        if grad_w is Ellipsis:
-            fb.wrong("grad_w: not answered yet.")
-        elif grad_w is None:
-            fb.wrong("grad_w is None: w must be used to compute y inside the tape's `with` block.")
-        elif close(gw, right_w):
-            fb.right(f"grad_w = dy/dw = x**2 = {right_w:g}")
-        elif gw is not None:
-            fb.wrong(f"grad_w = {gw:g} is not dy/dw of y = w * x**2.", answer="It is x**2.")
-        if grad_x is Ellipsis:
-            fb.wrong("grad_x: not answered yet.")
-        elif grad_x is None:
-            fb.wrong("grad_x is None: x is a tf.constant, and a tape only watches trainable variables "
-                     "automatically.", answer="Call tape.watch(x) inside the `with` block, before computing y.")
-        elif close(gx, right_x):
-            fb.right(f"grad_x = dy/dx = 2*w*x = {right_x:g}")
-        elif gx is not None:
-            if close(gx, W * X ** 2):
-                fb.wrong(f"grad_x = {gx:g} is y itself, not its derivative: use tape.gradient.")
-            else:
-                fb.wrong(f"grad_x = {gx:g} is not dy/dx of y = w * x**2.", answer="It is 2*w*x.")
+        self._grade_one(fb, "grad_w", grad_w, gw, right_w, right_x)
+        self._grade_one(fb, "grad_x", grad_x, gx, right_x, right_w)
         return fb
 
 
-CHAPTER = chapter(1, "Tensors and devices", [PlaceMatmul, PredictTracing, GradientTape])
+CHAPTER = chapter(1, "Tensors and devices", [PredictPlacement, PredictTracing, GradientTape])
