@@ -169,6 +169,12 @@ def _builds_zero_filled_buffer(nodes, node):
     return source is not None and source.op == "TensorStridedSliceUpdate"
 
 
+def _only_sliced(nodes, node):
+    """How DTensor runs a reduce-scatter on CPU: an all-reduce whose result each device only slices."""
+    users = [user for user in nodes.values() if any(ref.split(":")[0] == node.name for ref in user.input)]
+    return bool(users) and all(user.op == "Slice" for user in users)
+
+
 def _merges_reductions(nodes, node):
     pending, seen = [node.input[0]], set()
     while pending:
@@ -201,6 +207,8 @@ def _describe(node, nodes, mesh_string, count):
         kind, ran_as = "merged all-reduce", f"{kernel} of several reductions packed into one buffer"
     elif kernel == "CollectiveReduceV2" and _builds_zero_filled_buffer(nodes, node):
         kind, ran_as = "all-gather", f"{kernel} (sum) of a zero-filled buffer holding each device's block"
+    elif kernel == "CollectiveReduceV2" and _only_sliced(nodes, node):
+        kind, ran_as = "reduce-scatter", f"{kernel} (all-reduce), then each device keeps its slice"
     full_shape = out_shape if kernel == "CollectiveGatherV2" else in_shape
     tensor_bytes = int(dtype.size * _prod(full_shape))
     return CollectiveRun(
