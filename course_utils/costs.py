@@ -113,7 +113,7 @@ class _Operand:
     specs: list
 
     def transposed(self):
-        return _Operand(self.name, self.shape[::-1], self.specs[::-1])
+        return _Operand(self.name + "^T", self.shape[::-1], self.specs[::-1])
 
 
 def _sharded(spec):
@@ -131,14 +131,14 @@ def _relayout(operand, target, sizes, dtype_bytes):
     for axis in set(operand.specs) & set(target):
         if _sharded(axis) and operand.specs.index(axis) != target.index(axis):
             raise NotImplementedError(
-                f"Moving mesh axis {axis!r} from one axis of {operand.name} to another needs an "
+                f"Moving mesh axis {axis!r} from one axis of {operand.name.removesuffix('^T')} to another needs an "
                 f"all-to-all, which this model does not cover; choose layouts that keep it in place."
             )
     gathered = [s for s, t in zip(specs, target) if _sharded(s) and s != t]
     if not gathered:
         return []
     whole = [UNSHARDED if s in gathered else s for s in specs]
-    return [Collective("all-gather", tuple(gathered), operand.name,
+    return [Collective("all-gather", tuple(gathered), operand.name.removesuffix("^T"),
                        _local_bytes(operand.shape, whole, sizes, dtype_bytes),
                        math.prod(sizes[axis] for axis in gathered))]
 
