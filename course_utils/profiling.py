@@ -1,14 +1,15 @@
-"""Measured costs: the collectives a DTensor program really ran, and the bytes each device holds.
+"""Measured costs: the collectives a DTensor run really executed, and the bytes each one moved.
 
 ``collectives_run_by(fn)`` runs ``fn`` under TensorFlow's profiler. The trace says which collective
-kernels ran, on how many devices and in groups of which size, but it carries no tensor shapes.
-The shapes come from the per-device program DTensor compiled for that run: the trace names it
-(``EagerLocalExecute: <function name>``) and the runtime still holds it, with the shape of every
-operation's output (``_output_shapes``) and the table that maps each device to its group.
+kernels ran (one event per device and run, named ``<operation>:<kernel>``, with the stats
+``group_key``, ``group_size``, ``instance_key`` and ``step_id``), but it carries no tensor shapes
+or bytes. Those come from the per-device programs DTensor compiled for the run: the trace names
+each (``EagerLocalExecute: <function name>``), and the runtime still holds it, with the shape of
+every operation's output (``_output_shapes``) and the table that maps each device to its group.
 """
 import dataclasses
 import importlib
-import re
+import math
 import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -19,7 +20,7 @@ from tensorflow.python.eager import context
 
 from course_utils.costs import ring_bytes_sent
 
-__all__ = ["CollectiveRun", "collectives_run_by", "bytes_per_device"]
+__all__ = ["CollectiveRun", "collectives_run_by"]
 
 # Where TensorFlow's wheels ship the trace format (checked in the 2.20 and 2.21 wheels).
 XPLANE_MODULE = "tensorflow.tsl.profiler.protobuf.xplane_pb2"
@@ -176,6 +177,7 @@ def _only_sliced(nodes, node):
 
 
 def _merges_reductions(nodes, node):
+    """Whether DTensor packed several reductions into this one (inside a tf.function it may)."""
     pending, seen = [node.input[0]], set()
     while pending:
         source = _producer(nodes, pending.pop())
@@ -210,19 +212,12 @@ def _describe(node, nodes, mesh_string, count):
     elif kernel == "CollectiveReduceV2" and _only_sliced(nodes, node):
         kind, ran_as = "reduce-scatter", f"{kernel} (all-reduce), then each device keeps its slice"
     full_shape = out_shape if kernel == "CollectiveGatherV2" else in_shape
-    tensor_bytes = int(dtype.size * _prod(full_shape))
+    tensor_bytes = dtype.size * math.prod(full_shape)
     return CollectiveRun(
         kind=kind, axes=axes, group_size=group_size, tensor_bytes=tensor_bytes,
         bytes_sent_per_device=ring_bytes_sent(COLLECTIVE_KINDS[kernel], group_size, tensor_bytes),
         kernel=kernel, ran_as=ran_as, shape=in_shape, dtype=dtype.name, op=node.name, runs=count,
     )
-
-
-def _prod(shape):
-    result = 1
-    for size in shape:
-        result *= size
-    return result
 
 
 def collectives_run_by(fn):
