@@ -144,7 +144,12 @@ def _relayout(operand, target, sizes, dtype_bytes):
 
 
 def _product(output, left, right, requested, sizes, dtype_bytes):
-    """``output = left @ right`` the way DTensor's MatMul expansion runs it (operands as the product sees them)."""
+    """``output = left @ right`` the way DTensor's MatMul expansion runs it (operands as the product sees them).
+
+    The specs are named as DTensor's source names them: ``left`` is ``[a, b]``, ``right`` is
+    ``[c, d]`` (``b`` and ``c`` are contracted), the output is ``[e, f]``. Each rule below changes
+    a spec to unsharded (the operand is all-gathered) or to sharded (each device slices, for free).
+    """
     a, b = left.specs
     c, d = right.specs
     if _sharded(b) and _sharded(c) and b != c:
@@ -241,11 +246,15 @@ def matmul_cost(x_shape, x_specs, w_shape, w_specs, mesh_dims, y_specs=None, dx_
         _check(name, shape, list(specs), sizes)
     if x_shape[1] != w_shape[0]:
         raise ValueError(f"x @ w needs x's second axis to match w's first: got shapes {list(x_shape)} and {list(w_shape)}.")
+    y_shape = (x_shape[0], w_shape[1])
+    for name, shape, specs in [("y", y_shape, y_specs), ("dx", x_shape, dx_specs), ("dw", w_shape, dw_specs)]:
+        if specs is not None:
+            _check(f"the requested {name}", shape, list(specs), sizes)
     x, w = _Operand("x", x_shape, list(x_specs)), _Operand("w", w_shape, list(w_specs))
-    forward = _product("y", x, w, y_specs, sizes, dtype_bytes)
-    dy = _Operand("dy", (x_shape[0], w_shape[1]), forward.output_specs)
-    dx = _product("dx", dy, w.transposed(), dx_specs, sizes, dtype_bytes)
-    dw = _product("dw", x.transposed(), dy, dw_specs, sizes, dtype_bytes)
+    forward = _product("y", x, w, y_specs and list(y_specs), sizes, dtype_bytes)
+    dy = _Operand("dy", y_shape, forward.output_specs)
+    dx = _product("dx", dy, w.transposed(), dx_specs and list(dx_specs), sizes, dtype_bytes)
+    dw = _product("dw", x.transposed(), dy, dw_specs and list(dw_specs), sizes, dtype_bytes)
     held = {"x": (x_shape, x.specs), "w": (w_shape, w.specs), "y": (dy.shape, dy.specs),
             "dx": (x_shape, dx.output_specs), "dw": (w_shape, dw.output_specs)}
     bytes_held = {name: _local_bytes(shape, specs, sizes, dtype_bytes) for name, (shape, specs) in held.items()}

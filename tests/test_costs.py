@@ -92,6 +92,11 @@ def test_indivisible_axis_is_named():
         matmul_cost([8, 6], [U, "batch"], [6, 4], ["batch", U], MESH)
 
 
+def test_requested_layout_is_checked_too():
+    with pytest.raises(ValueError, match="the requested dw's spec 'modle' is not an axis"):
+        matmul_cost(X_SHAPE, ["batch", U], W_SHAPE, [U, U], MESH, dw_specs=[U, "modle"])
+
+
 def test_shapes_that_do_not_multiply():
     with pytest.raises(ValueError, match="x's second axis to match w's first"):
         matmul_cost([8, 6], ["batch", U], [5, 4], [U, U], MESH)
