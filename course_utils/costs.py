@@ -13,8 +13,9 @@ import math
 __all__ = ["Collective", "Product", "MatmulCost", "matmul_cost", "ring_bytes_sent"]
 
 UNSHARDED = "unsharded"  # the same string as dtensor.UNSHARDED
-# DTensor on CPU (and on GPU without NCCL) runs an all-gather as an all-reduce of a zero-filled
-# buffer, and a reduce-scatter as an all-reduce followed by a local slice.
+# DTensor runs an all-gather as an all-reduce of a zero-filled buffer (unless the environment sets
+# LOWER_DTENSOR_GATHER_TO_COLLECTIVE_GATHER_V2), and on CPU (and GPU without NCCL) a reduce-scatter
+# as an all-reduce followed by a local slice.
 RUNS_ON_CPU_AS = {"all-reduce": "all-reduce", "all-gather": "all-reduce", "reduce-scatter": "all-reduce"}
 
 

@@ -165,7 +165,7 @@ def _group_table(nodes, ref, size):
 
 
 def _builds_zero_filled_buffer(nodes, node):
-    """How DTensor runs an all-gather on CPU and GPU: each device writes its block into zeros, then all sum."""
+    """How DTensor runs an all-gather by default: each device writes its block into zeros, then all sum."""
     source = _producer(nodes, node.input[0])
     return source is not None and source.op == "TensorStridedSliceUpdate"
 

@@ -87,3 +87,12 @@ def test_missing_trace_reader_is_explained(mesh2d, monkeypatch):
     monkeypatch.setitem(sys.modules, XPLANE_MODULE, None)  # as if this TensorFlow did not ship it
     with pytest.raises(RuntimeError, match="cannot import .*TensorFlow 2.20 and 2.21 ship it"):
         collectives_run_by(lambda: place(mesh2d, [8, 6], "batch", U))
+
+
+def test_a_real_all_gather_when_dtensor_is_told_to_use_one(mesh2d, monkeypatch):
+    # DTensor reads this variable when it compiles; shapes used nowhere else keep its cache apart.
+    monkeypatch.setenv("LOWER_DTENSOR_GATHER_TO_COLLECTIVE_GATHER_V2", "1")
+    x, w = place(mesh2d, [8, 10], "batch", "model"), place(mesh2d, [10, 4], U, "model")
+    run, = collectives_run_by(lambda: tf.matmul(x, w))
+    assert (run.kind, run.kernel, run.axes, run.tensor_bytes) == ("all-gather", "CollectiveGatherV2", ("model",), 80)
+    assert run.bytes_sent_per_device == 40  # (n-1)/n of the gathered block: half of what the all-reduce way sends
