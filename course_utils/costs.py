@@ -10,9 +10,10 @@ Pure Python: no TensorFlow needed.
 import dataclasses
 import math
 
+from course_utils.meshes import UNSHARDED
+
 __all__ = ["Collective", "Product", "MatmulCost", "matmul_cost", "ring_bytes_sent"]
 
-UNSHARDED = "unsharded"  # the same string as dtensor.UNSHARDED
 # DTensor runs an all-gather as an all-reduce of a zero-filled buffer (unless the environment sets
 # LOWER_DTENSOR_GATHER_TO_COLLECTIVE_GATHER_V2), and on CPU (and GPU without NCCL) a reduce-scatter
 # as an all-reduce followed by a local slice.
