@@ -28,6 +28,7 @@ SOLUTION_BLOCK = re.compile(
     r".*?^[ \t]*# END SOLUTION[ \t]*$\n?",
     re.MULTILINE | re.DOTALL,
 )
+KERAS_MODES = ("tf_keras", "keras3", "keras3-jax")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
@@ -52,9 +53,10 @@ def badge_source(relative_path, config):
 
 
 def setup_source(keras, config):
-    """The set-up cell's code; ``keras`` is ``"tf_keras"`` or ``"keras3"`` (notebook metadata)."""
-    if keras not in ("tf_keras", "keras3"):
-        raise ValueError(f"metadata course.keras must be 'tf_keras' or 'keras3', not {keras!r}.")
+    """The set-up cell's code; ``keras`` is the notebook metadata ``course.keras``: ``"tf_keras"``,
+    ``"keras3"`` (on TensorFlow) or ``"keras3-jax"`` (Keras 3 on JAX, with 8 JAX CPU devices)."""
+    if keras not in KERAS_MODES:
+        raise ValueError(f"metadata course.keras must be one of {', '.join(map(repr, KERAS_MODES))}, not {keras!r}.")
     lines = [
         "# Set-up, the same in every notebook (stamped by `python -m course_utils.build`).",
         "# On Colab it installs the course's helper package; on your machine it installs nothing.",
@@ -62,6 +64,9 @@ def setup_source(keras, config):
     ]
     if keras == "tf_keras":
         lines.append('os.environ["TF_USE_LEGACY_KERAS"] = "1"  # this chapter uses tf_keras (Keras 2); set before TensorFlow is imported')
+    if keras == "keras3-jax":
+        lines.append('os.environ["KERAS_BACKEND"] = "jax"  # this chapter runs Keras 3 on JAX; set before Keras is imported')
+        lines.append('os.environ["JAX_NUM_CPU_DEVICES"] = "8"  # JAX splits the CPU into 8 devices; set before JAX starts')
     lines += [
         'os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # hide TensorFlow\'s C++ info lines',
         'if "google.colab" in sys.modules:',

@@ -44,8 +44,16 @@ def test_setup_cell_sets_legacy_keras_only_for_tf_keras_chapters():
     assert 'TF_USE_LEGACY_KERAS"] = "1"' in build.setup_source("tf_keras", config)
     assert "TF_USE_LEGACY_KERAS" not in build.setup_source("keras3", config)
     assert "git+https://github.com/owner/name@main" in build.setup_source("keras3", config)
-    with pytest.raises(ValueError, match="must be 'tf_keras' or 'keras3'"):
+    with pytest.raises(ValueError, match="must be one of 'tf_keras', 'keras3', 'keras3-jax'"):
         build.setup_source("keras2", config)
+
+
+def test_setup_cell_of_a_jax_chapter_picks_the_backend_and_devices_before_any_import():
+    config = {"repository": "owner/name", "branch": "main"}
+    source = build.setup_source("keras3-jax", config)
+    assert 'os.environ["KERAS_BACKEND"] = "jax"' in source and 'os.environ["JAX_NUM_CPU_DEVICES"] = "8"' in source
+    assert "TF_USE_LEGACY_KERAS" not in source and "import jax" not in source and "import keras" not in source
+    assert "KERAS_BACKEND" not in build.setup_source("keras3", config)
 
 
 def test_clean_strips_outputs_and_personal_metadata():
