@@ -98,19 +98,6 @@ def test_tf_keras_model_and_dtensor_adam():
     assert held["adam"] == dict.fromkeys(CPUS, 2 * (kernel + bias) + 8)  # m and v like the weights, an int64 step
 
 
-@pytest.fixture(scope="module")
-def jax8():
-    """JAX with 8 CPU devices in this pytest process (asked for before JAX starts its runtime)."""
-    jax = pytest.importorskip("jax")
-    try:
-        jax.config.update("jax_num_cpu_devices", 8)
-    except RuntimeError:
-        pass  # JAX already started in this process: the count below says whether it has 8
-    if jax.device_count() < 8:
-        pytest.skip("JAX started with fewer than 8 CPU devices before this test module")
-    return jax
-
-
 def test_jax_arrays_on_a_mesh(jax8):
     from jax.sharding import NamedSharding, PartitionSpec
 

@@ -77,19 +77,6 @@ def test_colours_follow_the_device_across_pictures(mesh2d):
     assert sharded.colour_of(("id 2",)) == sharded.colour_of(("CPU:2",))  # a device of another client
 
 
-@pytest.fixture(scope="module")
-def jax8():
-    """JAX with 8 CPU devices in this pytest process (asked for before JAX starts its runtime)."""
-    import jax
-
-    try:
-        jax.config.update("jax_num_cpu_devices", 8)
-    except RuntimeError:
-        pass  # JAX already started in this process: the count below says whether it has 8
-    assert jax.device_count() >= 8, "JAX started with fewer than 8 CPU devices before this test module"
-    return jax
-
-
 def jax_mesh(jax, devices=None):
     import numpy as np
 
