@@ -20,6 +20,9 @@ _EXPORTS = {
     "layout_explorer": "explorer",
     "LocalCluster": "cluster",
     "dtensor_env": "cluster",
+    "matmul_cost": "costs",
+    "collectives_run_by": "profiling",
+    "bytes_per_device": "memory",
 }
 
 __all__ = sorted(_EXPORTS)

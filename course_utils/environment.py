@@ -18,6 +18,8 @@ __all__ = ["Finding", "TESTED_TENSORFLOW", "environment_report"]
 # requirements.txt, and Colab's set in requirements-colab.txt (a test keeps these in step).
 TESTED_TENSORFLOW = ("2.21", "2.20")
 PINNED_PYTHON = (3, 11)
+PINNED_JAX = "0.7.2"  # requirements.txt; jax 0.9 and 0.10 aborted in CPU all-reduces on 2 cores, 0.7.2 did not
+DEADLOCKING_JAX = (0, 9)
 CPU_CHAPTERS = "chapters 1-8 (they split the CPU into 8 virtual devices)"
 LEVELS = ("ok", "note", "warn", "FIX")
 
@@ -85,6 +87,21 @@ def _accelerators(tf):
                                                   f"changes device names, meshes and timings. Switch: {switch}.")
 
 
+def _jax():
+    """jax for chapter 8: installed? a version that can deadlock on few cores? (no JAX backend is started)"""
+    jax, jaxlib = _version("jax"), _version("jaxlib")
+    if not jax:
+        return Finding("jax (for chapter 8)", "warn", "not installed",
+                       f"Only chapter 8 needs it: pip install jax=={PINNED_JAX} (Colab has it), then {restart_advice()}.")
+    found = f"jax {jax}, jaxlib {jaxlib or 'not installed'}; KERAS_BACKEND={os.environ.get('KERAS_BACKEND', 'unset')}"
+    newer = tuple(int(p) for p in jax.split(".")[:2]) >= DEADLOCKING_JAX
+    if newer and (os.cpu_count() or 1) <= 4:
+        return Finding("jax (for chapter 8)", "warn", found,
+                       f"jax {'.'.join(map(str, DEADLOCKING_JAX))} and newer sometimes deadlock in XLA's CPU all-reduce "
+                       f"on machines with few cores (measured on 2 cores); the course pins jax=={PINNED_JAX}.")
+    return Finding("jax (for chapter 8)", "ok", found)
+
+
 def environment_report():
     """Look at what the course needs and return one :class:`Finding` per item.
 
@@ -111,9 +128,7 @@ def environment_report():
     keras = _version("keras")
     findings.append(Finding("keras (Keras 3)", "ok" if keras else "FIX", keras or "not installed",
                             "pip install keras (TensorFlow installs it)."))
-    jax = _version("jax")
-    findings.append(Finding("jax (for chapter 8)", "ok" if jax else "warn", jax or "not installed",
-                            "pip install the jax version of requirements.txt; only chapter 8 needs it."))
+    findings.append(_jax())
     legacy = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
     findings.append(Finding("tf.keras in this kernel", "ok",
                             f"Keras {getattr(tf.keras, '__version__', '?')} "

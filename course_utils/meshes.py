@@ -1,6 +1,9 @@
-"""Mesh shapes in words, written the same way wherever the course prints one (no TensorFlow needed)."""
+"""Mesh shapes in words, written the same way wherever the course prints one, and the name of an unsharded
+axis (no TensorFlow needed)."""
 
-__all__ = ["mesh_text"]
+__all__ = ["UNSHARDED", "mesh_text"]
+
+UNSHARDED = "unsharded"  # the value of dtensor.UNSHARDED, here without importing TensorFlow
 
 
 def mesh_text(dims):

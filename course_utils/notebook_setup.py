@@ -9,9 +9,12 @@ __all__ = ["KERAS_MODES", "is_stamped_setup", "setup_lines", "setup_source"]
 KERAS_MODES = {
     "keras3": {},
     "tf_keras": {"TF_USE_LEGACY_KERAS": "1"},
+    "keras3-jax": {"KERAS_BACKEND": "jax", "JAX_NUM_CPU_DEVICES": "8"},
 }
 _WHY = {
     "TF_USE_LEGACY_KERAS": "this chapter uses tf_keras (Keras 2); set before TensorFlow is imported",
+    "KERAS_BACKEND": "this chapter runs Keras 3 on JAX; set before Keras is imported",
+    "JAX_NUM_CPU_DEVICES": "JAX splits the CPU into 8 devices; set before JAX starts",
 }
 
 

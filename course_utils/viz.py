@@ -1,4 +1,4 @@
-"""Pictures of DTensor meshes and of how a tensor is sharded over them.
+"""Pictures of DTensor meshes and of how a tensor (a DTensor or a ``jax.Array``) is sharded over them.
 
 Each picture is an object that shows itself three ways: ``str()`` is deterministic plain text
 (for tests and terminals), ``_repr_html_`` colours blocks by device in a notebook, and
@@ -6,7 +6,9 @@ Each picture is an object that shows itself three ways: ``str()`` is determinist
 """
 import html
 import itertools
+import math
 import re
+import sys
 import textwrap
 
 import tensorflow as tf
@@ -144,65 +146,114 @@ def _device_labels(mesh):
     return labels
 
 
-def _mesh_description(mesh):
-    dims = mesh_text([(name, mesh.dim_size(name)) for name in mesh.dim_names])
-    return f"mesh {dims} ({mesh.size} devices)"
+def _mesh_description(axis_sizes):
+    """``mesh batch=4 x model=2 (8 devices)`` from a dict of axis names and sizes."""
+    dims = mesh_text(list(axis_sizes.items()))
+    return f"mesh {dims} ({math.prod(axis_sizes.values())} devices)"
+
+
+def _axis_sizes(mesh):
+    return {name: mesh.dim_size(name) for name in mesh.dim_names}
 
 
 class ShardingPicture(_Picture):
-    """Which devices hold which block of a tensor under a layout. Made by :func:`visualize_sharding`."""
+    """Which devices hold which block of a tensor. Made by :func:`visualize_sharding`.
 
-    def __init__(self, layout, shape, dtype=None):
-        self.layout = layout
+    It is drawn from ``pieces``: for every device, the ``(start, stop)`` range it holds along each
+    tensor axis, and the device's label. ``header`` gives the first two lines (what the tensor is,
+    which mesh it is on); ``axis_specs`` names how each tensor axis is split; ``mesh_axes`` maps
+    mesh axis names to sizes and ``used_axes`` lists those the tensor is split over.
+    """
+
+    def __init__(self, header, shape, axis_specs, pieces, mesh_axes, used_axes):
         self.shape = list(shape)
-        mesh = layout.mesh
-        specs = list(layout.sharding_specs)
-        check_fits(self.shape, layout)
-        counts = [1 if s == dtensor.UNSHARDED else mesh.dim_size(s) for s in specs]
-        self.shard_shape = [size // n for size, n in zip(self.shape, counts)]
-        self.replicated_over = [d for d in mesh.dim_names if d not in specs]
-        labels = _device_labels(mesh)
-        locations = mesh.unravel_index()
-
-        def holders(block):
-            ids = [i for i, loc in sorted(locations.items())
-                   if all(s == dtensor.UNSHARDED or loc[s] == k for s, k in zip(specs, block))]
-            return tuple(labels[i] for i in ids)
-
-        self.blocks = {block: holders(block) for block in itertools.product(*(range(n) for n in counts))}
-        what = f"{dtype} tensor" if dtype else "tensor"
-        copies = mesh.size // max(1, len(self.blocks))
-        rep = ", ".join(f"{d} (size {mesh.dim_size(d)})" for d in self.replicated_over) or "none"
-        header = [
-            f"{what} of shape {tuple(self.shape)}, sharding specs {specs}",
-            f"on {_mesh_description(mesh)}",
+        self.axis_specs = list(axis_specs)
+        # The distinct ranges along each axis, in order: block k of an axis is its k-th range.
+        self.ranges = [sorted({ranges[axis] for ranges, _ in pieces}) for axis in range(len(self.shape))]
+        self.shard_shape = [stop - start for start, stop in (axis_ranges[0] for axis_ranges in self.ranges)]
+        self.blocks = {
+            block: tuple(label for ranges, label in pieces
+                         if all(ranges[axis] == self.ranges[axis][k] for axis, k in enumerate(block)))
+            for block in itertools.product(*(range(len(r)) for r in self.ranges))
+        }
+        self.replicated_over = [name for name in mesh_axes if name not in used_axes]
+        rep = ", ".join(f"{name} (size {mesh_axes[name]})" for name in self.replicated_over) or "none"
+        header = list(header) + [
             f"shard shape {tuple(self.shard_shape)}: {len(self.blocks)} distinct block(s), each held by "
-            f"{copies} device(s); replicated over mesh axes: {rep}",
+            f"{len(pieces) // max(1, len(self.blocks))} device(s); replicated over mesh axes: {rep}",
         ]
-        super().__init__(header, self._facets(specs, counts))
+        super().__init__(header, self._facets())
 
-    def _axis_labels(self, axis, count):
-        step = self.shard_shape[axis]
-        return [f"{k * step}:{(k + 1) * step}" for k in range(count)]
+    def _axis_labels(self, axis):
+        return [f"{start}:{stop}" for start, stop in self.ranges[axis]]
 
-    def _facets(self, specs, counts):
-        rank = len(specs)
+    def _facets(self):
+        rank = len(self.shape)
+        counts = [len(r) for r in self.ranges]
         cell = lambda block: (", ".join(self.blocks[block]), self.blocks[block])
-        name = lambda axis: f"axis {axis} ({specs[axis]})"
+        name = lambda axis: f"axis {axis} ({self.axis_specs[axis]})"
         if rank == 0:
             return [_Facet("", "", "scalar", [""], [""], [[cell(())]])]
         if rank == 1:
-            cols = self._axis_labels(0, counts[0])
-            return [_Facet("", "", name(0), [""], cols, [[cell((c,)) for c in range(counts[0])]])]
+            return [_Facet("", "", name(0), [""], self._axis_labels(0), [[cell((c,)) for c in range(counts[0])]])]
         facets = []
         lead = rank - 2
         for prefix in itertools.product(*(range(n) for n in counts[:lead])):
-            title = ", ".join(f"axis {a} ({specs[a]}) [{self._axis_labels(a, counts[a])[k]}]" for a, k in enumerate(prefix))
-            rows = self._axis_labels(lead, counts[lead])
-            cols = self._axis_labels(lead + 1, counts[lead + 1])
+            title = ", ".join(f"{name(a)} [{self._axis_labels(a)[k]}]" for a, k in enumerate(prefix))
             cells = [[cell(prefix + (r, c)) for c in range(counts[lead + 1])] for r in range(counts[lead])]
-            facets.append(_Facet(title, name(lead), name(lead + 1), rows, cols, cells))
+            facets.append(_Facet(title, name(lead), name(lead + 1), self._axis_labels(lead),
+                                 self._axis_labels(lead + 1), cells))
         return facets
+
+
+def _dtensor_picture(layout, shape, dtype=None):
+    """The picture of ``layout`` for a tensor of ``shape``: each device's block follows from its
+    place on the mesh (DTensor places every device's block by the same rule)."""
+    shape = list(shape)
+    check_fits(shape, layout)
+    mesh, specs = layout.mesh, list(layout.sharding_specs)
+    labels = _device_labels(mesh)
+    pieces = []
+    for device_id, location in sorted(mesh.unravel_index().items()):
+        ranges = []
+        for size, spec in zip(shape, specs):
+            step = size if spec == dtensor.UNSHARDED else size // mesh.dim_size(spec)
+            start = 0 if spec == dtensor.UNSHARDED else location[spec] * step
+            ranges.append((start, start + step))
+        pieces.append((tuple(ranges), labels[device_id]))
+    what = f"{dtype} tensor" if dtype else "tensor"
+    header = [f"{what} of shape {tuple(shape)}, sharding specs {specs}", f"on {_mesh_description(_axis_sizes(mesh))}"]
+    return ShardingPicture(header, shape, specs, pieces, _axis_sizes(mesh), specs)
+
+
+def _jax_picture(array):
+    """The picture of a ``jax.Array``, read from its real shards: which device holds which slice."""
+    import jax
+
+    if not array.is_fully_addressable:
+        raise ValueError("This jax.Array has shards in other processes; visualize_sharding shows arrays "
+                         "whose shards are all in this process.")
+    shape = tuple(array.shape)
+    pieces = []
+    for shard in sorted(array.addressable_shards, key=lambda s: s.device.id):
+        ranges = tuple(index.indices(size)[:2] for index, size in zip(shard.index, shape))
+        pieces.append((ranges, f"{shard.device.platform.upper()}:{shard.device.id}"))
+    sharding = array.sharding
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        entries = list(sharding.spec) + [None] * (len(shape) - len(sharding.spec))
+        names = lambda entry: (entry,) if isinstance(entry, str) else tuple(entry or ())
+        axis_specs = ["+".join(names(e)) or "None" for e in entries]
+        mesh_axes = dict(sharding.mesh.shape)
+        used = [name for e in entries for name in names(e)]
+        where = _mesh_description(mesh_axes)
+        spec_text = f"PartitionSpec({', '.join(map(repr, entries))})"
+    else:  # e.g. SingleDeviceSharding: no mesh; say per axis whether the shards split it
+        axis_specs = ["split" if len({r[axis] for r, _ in pieces}) > 1 else "whole" for axis in range(len(shape))]
+        mesh_axes, used = {}, []
+        where = f"{len(sharding.device_set)} device(s)"
+        spec_text = type(sharding).__name__
+    header = [f"{array.dtype} array of shape {shape}, {spec_text}", f"on {where}"]
+    return ShardingPicture(header, shape, axis_specs, pieces, mesh_axes, used)
 
 
 class MeshPicture(_Picture):
@@ -214,7 +265,7 @@ class MeshPicture(_Picture):
         names = list(mesh.dim_names)
         sizes = [mesh.dim_size(n) for n in names]
         by_location = {tuple(loc[n] for n in names): labels[i] for i, loc in mesh.unravel_index().items()}
-        header = [f"{_mesh_description(mesh)}, device type {mesh.device_type()}"]
+        header = [f"{_mesh_description(_axis_sizes(mesh))}, device type {mesh.device_type()}"]
         cell = lambda loc: (by_location[loc], (by_location[loc],))
         if len(names) == 1:
             facets = [_Facet("", "", names[0], [""], [f"{names[0]}={k}" for k in range(sizes[0])],
@@ -231,14 +282,17 @@ class MeshPicture(_Picture):
 
 
 def visualize_sharding(tensor_or_layout, shape=None):
-    """Picture which device(s) hold each block of a tensor under a DTensor layout.
+    """Picture which device(s) hold each block of a DTensor, a ``jax.Array`` or a DTensor layout.
 
     For each block it shows the device(s) holding it; the header gives the mesh axis names and
     sizes, the sharding spec, the shard shape and the mesh axes that replicate the tensor.
     Rank 1 and 2 are drawn as one table; rank > 2 as one table per block of the leading axes.
+    A ``jax.Array`` is read from its real shards (``addressable_shards``: each shard's device and
+    slice); device ``CPU:3`` gets the same colour whichever library placed the block there.
 
     Args:
-        tensor_or_layout: a DTensor (its layout and shape are read from it) or a ``dtensor.Layout``.
+        tensor_or_layout: a DTensor (its layout and shape are read from it), a ``jax.Array``, or
+            a ``dtensor.Layout``.
         shape: the global shape, needed with a ``Layout``; default: one element per shard.
 
     Returns:
@@ -247,8 +301,9 @@ def visualize_sharding(tensor_or_layout, shape=None):
 
     Raises:
         TypeError: a plain (non-DTensor) tensor or another object was given.
-        ValueError: ``shape`` does not match the layout's rank, or a sharded axis is not
-            divisible by its mesh dimension.
+        ValueError: ``shape`` does not match the layout's rank (or differs from the tensor's
+            shape), a sharded axis is not divisible by its mesh dimension, or a ``jax.Array``
+            has shards in other processes.
 
     Example:
         >>> mesh = make_mesh([("batch", 4)])
@@ -258,7 +313,12 @@ def visualize_sharding(tensor_or_layout, shape=None):
         layout = tensor_or_layout
         if shape is None:
             shape = [1 if s == dtensor.UNSHARDED else layout.mesh.dim_size(s) for s in layout.sharding_specs]
-        return ShardingPicture(layout, shape)
+        return _dtensor_picture(layout, shape)
+    jax = sys.modules.get("jax")  # a jax.Array exists only once JAX is imported
+    if jax is not None and isinstance(tensor_or_layout, jax.Array):
+        if shape is not None and tuple(shape) != tuple(tensor_or_layout.shape):
+            raise ValueError(f"shape={list(shape)} differs from the array's shape {list(tensor_or_layout.shape)}; leave shape out.")
+        return _jax_picture(tensor_or_layout)
     if isinstance(tensor_or_layout, (tf.Tensor, tf.Variable)):
         try:
             layout = dtensor.fetch_layout(tensor_or_layout)
@@ -270,8 +330,8 @@ def visualize_sharding(tensor_or_layout, shape=None):
             ) from err
         if shape is not None and list(shape) != tensor_or_layout.shape.as_list():
             raise ValueError(f"shape={list(shape)} differs from the tensor's shape {tensor_or_layout.shape.as_list()}; leave shape out.")
-        return ShardingPicture(layout, tensor_or_layout.shape.as_list(), tensor_or_layout.dtype.name)
-    raise TypeError(f"visualize_sharding takes a DTensor or a dtensor.Layout, not {type(tensor_or_layout).__name__}.")
+        return _dtensor_picture(layout, tensor_or_layout.shape.as_list(), tensor_or_layout.dtype.name)
+    raise TypeError(f"visualize_sharding takes a DTensor, a jax.Array or a dtensor.Layout, not {type(tensor_or_layout).__name__}.")
 
 
 def visualize_mesh(mesh):

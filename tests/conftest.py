@@ -16,3 +16,15 @@ def pytest_sessionstart(session):
 def cpus8():
     """The names of the eight logical CPUs configured for this pytest process."""
     return configure_virtual_cpus(8)
+
+
+@pytest.fixture(scope="session")
+def jax8():
+    """JAX with 8 CPU devices in this pytest process (asked for before JAX starts its runtime)."""
+    jax = pytest.importorskip("jax")
+    try:
+        jax.config.update("jax_num_cpu_devices", 8)
+    except RuntimeError:
+        pass  # JAX already started in this process: the count below says whether it has 8
+    assert jax.device_count() >= 8, "JAX started with fewer than 8 CPU devices before this test"
+    return jax

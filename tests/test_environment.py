@@ -71,3 +71,19 @@ def test_tested_versions_match_the_pinned_requirement_files():
     assert pins["requirements.txt"] == environment.TESTED_TENSORFLOW[0]
     if "requirements-colab.txt" in pins:
         assert pins["requirements-colab.txt"] in environment.TESTED_TENSORFLOW
+
+
+def test_jax_is_reported_and_a_deadlocking_version_warned_about(monkeypatch):
+    versions = {"jax": "0.10.2", "jaxlib": "0.10.2"}
+    monkeypatch.setattr(environment, "_version", lambda package: versions.get(package))
+    monkeypatch.setattr(environment.os, "cpu_count", lambda: 2)
+    finding = environment._jax()
+    assert finding.level == "warn" and "deadlock" in finding.advice and "jax==0.7.2" in finding.advice
+    versions.update(jax="0.7.2", jaxlib="0.7.2")
+    assert environment._jax().level == "ok" and "jax 0.7.2, jaxlib 0.7.2" in environment._jax().found
+    versions.clear()
+    assert environment._jax().level == "warn" and environment._jax().found == "not installed"
+
+
+def test_pinned_jax_matches_requirements():
+    assert f"jax=={environment.PINNED_JAX}" in (ROOT / "requirements.txt").read_text()

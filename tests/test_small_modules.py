@@ -28,6 +28,13 @@ def test_setup_cells():
     assert not is_stamped_setup(stamped + "\nimport gc")
 
 
+def test_setup_cell_of_a_jax_chapter_picks_the_backend_and_devices_before_any_import():
+    source = setup_source("keras3-jax", CONFIG)
+    assert 'os.environ["KERAS_BACKEND"] = "jax"' in source and 'os.environ["JAX_NUM_CPU_DEVICES"] = "8"' in source
+    assert "TF_USE_LEGACY_KERAS" not in source and "import jax" not in source and "import keras" not in source
+    assert "KERAS_BACKEND" not in setup_source("keras3", CONFIG)
+
+
 def test_downloads_only_when_allowed(monkeypatch):
     monkeypatch.setenv("COURSE_OFFLINE", "1")
     monkeypatch.setenv("COURSE_ALLOW_DOWNLOAD", "1")

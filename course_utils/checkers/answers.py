@@ -7,7 +7,7 @@ functions that need it.
 """
 import math
 
-UNSHARDED = "unsharded"  # the value of dtensor.UNSHARDED, without importing TensorFlow
+from ..meshes import UNSHARDED
 
 __all__ = ["UNSHARDED", "as_bool", "as_float", "as_int", "as_shape", "checker_mesh", "close",
            "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
