@@ -1,52 +1,138 @@
-"""The course's two commands: ``python3 course.py lab`` and ``python3 course.py test``.
+"""The course's commands: ``python3 course.py lab | test | build | grade | bench``.
 
-Both create ``.venv`` next to this file on first use, install ``requirements.txt`` into it
-(again only when that file changes), then open JupyterLab or run the whole test suite.
-Only the Python standard library is used here, so a fresh Python 3.11 is all it needs.
+Each creates ``.venv`` next to this file on first use, installs ``requirements.txt`` into it (again
+only when that file changes), then runs. ``test`` also keeps ``.venv-colab``, Colab's package set
+(``requirements-colab.txt``), for the Colab-like test environment. Only the Python standard library
+is used here, so a fresh Python 3.11 is all it needs.
 """
+import argparse
 import hashlib
 import os
+import re
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
-BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
-STAMP = VENV / ".requirements.sha256"
-REQUIREMENTS = ROOT / "requirements.txt"
+VENVS = {"main": (".venv", "requirements.txt"), "colab": (".venv-colab", "requirements-colab.txt")}
+STAMP = ".requirements.sha256"
+TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser] [--skip-browser] [pytest options]
+
+Runs the test environments one after the other (all three, or those named by --env):
+  main     unit tests and every notebook with nbval, in .venv, one pytest worker per CPU core
+  colab    every notebook alone in an empty folder with Colab's packages (.venv-colab)
+  browser  JupyterLab in headless Chromium: the layout explorer and an exercise check
+Pytest options go to every run; given any, only `main` runs unless --env says otherwise.
+--skip-browser leaves out the browser test (for a machine without Chromium)."""
 
 
-def ensure_environment():
-    """Create the virtual environment and install the pinned requirements if needed."""
-    if sys.version_info[:2] != (3, 11):
-        print(f"Note: the course is pinned and tested on Python 3.11; this is {sys.version.split()[0]}.")
-    if not PYTHON.exists():
-        print(f"Creating the virtual environment in {VENV} ...")
-        venv.EnvBuilder(with_pip=True).create(VENV)
-    digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == digest:
-        return
-    print("Installing the course's requirements (a few minutes the first time) ...")
-    subprocess.run([PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
-    subprocess.run([PYTHON, "-m", "pip", "install", "--quiet", "-r", REQUIREMENTS], check=True, cwd=ROOT)
-    STAMP.write_text(digest)
+def python_of(name):
+    """The Python of the virtual environment ``name`` (a key of VENVS)."""
+    return ROOT / VENVS[name][0] / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def requirements_digest(requirements):
+    """A hash of the requirements file and of the sources of the local folders it installs (``./folder``)."""
+    digest = hashlib.sha256(requirements.read_bytes())
+    for line in requirements.read_text().splitlines():
+        if line.startswith("./"):
+            folder = ROOT / line
+            for path in sorted(folder.rglob("*")):
+                inside = path.relative_to(folder)
+                if path.suffix in (".py", ".toml") and inside.parts[0] != "build":  # pip's build output
+                    digest.update(inside.as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def ensure_environment(name):
+    """Create the virtual environment ``name`` and install its requirements if they changed."""
+    folder, requirements_name = VENVS[name]
+    python, requirements = python_of(name), ROOT / requirements_name
+    if not python.exists():
+        print(f"Creating the virtual environment {folder} ...")
+        venv.EnvBuilder(with_pip=True).create(ROOT / folder)
+    stamp, digest = ROOT / folder / STAMP, requirements_digest(requirements)
+    if stamp.exists() and stamp.read_text() == digest:
+        return python
+    print(f"Installing {requirements_name} into {folder} (a few minutes the first time) ...")
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
+    result = subprocess.run([python, "-m", "pip", "install", "--quiet", "-r", requirements],
+                            cwd=ROOT, capture_output=True, text=True)
+    if result.returncode:
+        sys.exit(install_failure(result.stderr, requirements_name, folder))
+    stamp.write_text(digest)
+    return python
+
+
+def install_failure(pip_errors, requirements_name, folder):
+    """The message for a failed install: the packages pip could not find, else pip's own errors."""
+    missing = re.findall(r"No matching distribution found for (\S+)", pip_errors)
+    if missing:
+        return (f"Could not install {', '.join(missing)} from {requirements_name} into {folder}: pip found no "
+                f"such version for Python {sys.version_info[0]}.{sys.version_info[1]} on this platform, or could "
+                f"not reach the package registry. Check the version against its source (see the comments in "
+                f"{requirements_name}), or your network.")
+    lines = pip_errors.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("ERROR:")), 0)
+    return f"pip could not install {requirements_name} into {folder}:\n" + "\n".join(lines[first:])
+
+
+def test_runs(pytest_args):
+    """The pytest arguments of each test environment (after the options of pyproject.toml)."""
+    workers = ["-n", "auto"]  # one pytest-xdist worker per CPU core
+    return {
+        "main": (["main"], [*workers, *pytest_args]),
+        "colab": (["main", "colab"], ["tests/environments/test_colab.py", *workers, "--dist", "load",
+                                      f"--colab-python={python_of('colab')}", *pytest_args]),
+        "browser": (["main"], ["tests/environments/test_jupyterlab.py", *pytest_args]),
+    }
+
+
+def run_tests(argv):
+    """``course.py test``: run the chosen test environments one after the other; 0 if all passed."""
+    parser = argparse.ArgumentParser(prog="course.py test", usage=TEST_USAGE, add_help=False, allow_abbrev=False)
+    parser.add_argument("--env", action="append", choices=["main", "colab", "browser"])
+    parser.add_argument("--skip-browser", action="store_true")
+    parser.add_argument("-h", "--help", action="store_true")
+    options, pytest_args = parser.parse_known_args(argv)
+    if options.help:
+        print(TEST_USAGE)
+        return 0
+    chosen = options.env or (["main"] if pytest_args else ["main", "colab", "browser"])
+    chosen = [env for env in chosen if not (options.skip_browser and env == "browser")]
+    results = []
+    for env in chosen:
+        venvs, args = test_runs(pytest_args)[env]
+        python = [ensure_environment(name) for name in venvs][0]
+        print(f"\n=== Test environment `{env}`: pytest {' '.join(map(str, args))}", flush=True)
+        start = time.monotonic()
+        status = subprocess.run([python, "-m", "pytest", *args], cwd=ROOT).returncode
+        results.append((env, status, time.monotonic() - start))
+    print("\n=== Test environments")
+    for env, status, seconds in results:
+        print(f"{env:8} {'passed' if status == 0 else f'FAILED (pytest exit status {status})':36} {seconds:6.0f} s")
+    return max((status for _, status, _ in results), default=0)
 
 
 def main(argv):
-    commands = {
-        "lab": [BIN / "jupyter", "lab", "notebooks/00_welcome.ipynb", *argv[1:]],
-        "test": [PYTHON, "-m", "pytest", *argv[1:]],
-    }
-    if not argv or argv[0] not in commands:
+    module = {"build": "course_utils.build", "grade": "course_utils.grade", "bench": "course_utils.benchmark"}
+    if not argv or argv[0] not in ("lab", "test", *module):
         print(__doc__)
-        print("usage: python3 course.py lab [jupyter lab options] | test [pytest options]")
+        print("usage: python3 course.py lab [jupyter lab options] | test [--help] | build | grade | bench [options]")
         return 2
-    ensure_environment()
+    if sys.version_info[:2] != (3, 11):
+        print(f"Note: the course is pinned and tested on Python 3.11; this is {sys.version.split()[0]}.")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    return subprocess.run(commands[argv[0]], cwd=ROOT).returncode
+    if argv[0] == "test":
+        return run_tests(argv[1:])
+    python = ensure_environment("main")
+    if argv[0] == "lab":
+        command = [python.parent / "jupyter", "lab", "notebooks/00_welcome.ipynb", *argv[1:]]
+    else:
+        command = [python, "-m", module[argv[0]], *argv[1:]]
+    return subprocess.run(command, cwd=ROOT).returncode
 
 
 if __name__ == "__main__":

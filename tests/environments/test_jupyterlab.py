@@ -1,0 +1,179 @@
+"""JupyterLab in a real browser: chapter 4's layout explorer reacts, and an exercise gives feedback.
+
+``python3 course.py test --env browser`` runs this with the main environment's JupyterLab (and its
+ipywidgets 8). JupyterLab starts on a free localhost port in a temporary folder holding a copy of
+the notebooks; headless Chromium (Debian's ``chromium``, driven by Playwright) opens them, runs
+all cells from the Run menu, and uses the widgets as a learner does. Screenshots are saved in
+``test-artifacts/`` (git-ignored) for a person to look at.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHAPTER = "notebooks/04_meshes_and_layouts.ipynb"
+EXERCISE = "exercises/04_meshes_and_layouts.ipynb"
+RUN_SECONDS = 300  # for "Run All Cells" of one notebook
+# JupyterLab settings for a test: keep every cell in the page, ask nothing about news or updates.
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                        "checkForUpdates": False},
+}
+# The open notebook's kernel is ready when its toolbar names the kernel and shows it idle.
+KERNEL_READY = """() => {
+  const panel = document.querySelector('.jp-NotebookPanel');
+  return panel?.querySelector('.jp-Toolbar-kernelName')?.textContent.includes('ipykernel')
+    && panel.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle';
+}"""
+# It has finished "Run All Cells" when every code cell shows its number, e.g. [3]:
+ALL_CELLS_RAN = """() => {
+  const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')];
+  return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+}"""
+
+
+@pytest.fixture(scope="module")
+def chromium(request):
+    """The Chromium executable: ``--chromium``, else the first Chromium on PATH."""
+    path = request.config.getoption("--chromium") or next(
+        filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if not path:
+        pytest.fail("The browser test needs Chromium and found none on PATH. Install it (Debian/Ubuntu: "
+                    "`sudo apt-get install chromium`) or name it with --chromium PATH; or leave the browser "
+                    "test out: `python3 course.py test --skip-browser`.", pytrace=False)
+    return path
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """A JupyterLab server on localhost over a copy of the notebooks; yields (base URL, token)."""
+    with tempfile.TemporaryDirectory(prefix="jupyterlab-test-") as folder:
+        folder = Path(folder)
+        for name in ("notebooks", "exercises"):
+            shutil.copytree(ROOT / name, folder / "work" / name)
+        for name, values in LAB_SETTINGS.items():
+            (folder / "settings" / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / "settings" / name).write_text(json.dumps(values))
+        env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(folder / "runtime"), JUPYTER_CONFIG_DIR=str(folder / "config"))
+        log = open(folder / "lab.log", "w")
+        # If the port is taken by the time the server binds it, JupyterLab tries the next ones;
+        # the port it got is read back from the file it writes in its runtime folder.
+        server = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
+             "--LabApp.extension_manager=readonly",  # never asks the package registry for extensions
+             f"--ServerApp.port={free_port()}", f"--ServerApp.root_dir={folder / 'work'}",
+             f"--LabApp.user_settings_dir={folder / 'settings'}", f"--LabApp.workspaces_dir={folder / 'workspaces'}"],
+            env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while not list((folder / "runtime").glob("jpserver-*.json")):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not start:\n{(folder / 'lab.log').read_text()}", pytrace=False)
+                time.sleep(0.2)
+            info = json.loads(next((folder / "runtime").glob("jpserver-*.json")).read_text())
+            yield info["url"], info["token"]
+        finally:
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            log.close()
+
+
+@pytest.fixture
+def page(request, lab, chromium):
+    """A Chromium page logged in to JupyterLab; its last state is saved as ``<test name>-end.png``."""
+    url, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(f"{url}lab?token={token}")
+        yield page
+        page.screenshot(path=ARTIFACTS / f"{request.node.name}-end.png")
+        browser.close()
+
+
+def open_and_run_all(page, lab, notebook):
+    """Open ``notebook`` in JupyterLab, choose Run > Run All Cells, and wait until every cell ran."""
+    page.goto(f"{lab[0]}lab/tree/{notebook}?reset&token={lab[1]}")  # reset: this notebook alone
+    page.wait_for_function(KERNEL_READY, timeout=120_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    try:
+        page.wait_for_function(ALL_CELLS_RAN, timeout=RUN_SECONDS * 1000)
+    except Exception:
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        pytest.fail(f"{notebook}: not every cell ran in JupyterLab. Outputs on stderr:\n"
+                    + "\n".join(errors.all_inner_texts())[-3000:], pytrace=False)
+
+
+def wait_for_change(locator, before, what):
+    deadline = time.monotonic() + 30
+    while locator.inner_html() == before:
+        assert time.monotonic() < deadline, f"{what} did not change the explorer's picture"
+        time.sleep(0.2)
+
+
+def test_layout_explorer_reacts_to_its_widgets(page, lab):
+    open_and_run_all(page, lab, CHAPTER)
+    explorer = page.locator(".widget-vbox").filter(has_text="mesh axis names").last
+    explorer.scroll_into_view_if_needed()
+    result = explorer.locator(".widget-output")
+    axis0 = explorer.locator(".widget-dropdown", has_text="axis 0").locator("select")
+    shape = explorer.locator(".widget-text", has_text="tensor shape").locator("input")
+    expect(result).to_contain_text("8")  # the starting picture: 8 x 6 over a 4 x 2 mesh
+    page.screenshot(path=ARTIFACTS / "jupyterlab-explorer-start.png")
+
+    before = result.inner_html()
+    axis0.select_option("model")
+    wait_for_change(result, before, "Choosing 'model' for tensor axis 0")
+    before = result.inner_html()
+    shape.fill("6, 6")
+    shape.press("Enter")
+    wait_for_change(result, before, "Typing the tensor shape 6, 6")
+    page.screenshot(path=ARTIFACTS / "jupyterlab-explorer-changed.png")
+
+    axis0.select_option("batch")  # 'batch' has 4 devices, which do not divide 6
+    expect(result).to_contain_text("This layout does not work")
+    expect(result).to_contain_text("does not divide evenly")
+    page.screenshot(path=ARTIFACTS / "jupyterlab-explorer-explains.png")
+    expect(page.locator("body")).not_to_contain_text("Error displaying widget")
+
+
+def test_exercise_check_gives_feedback(page, lab):
+    open_and_run_all(page, lab, EXERCISE)
+    cell = page.locator(".jp-CodeCell").filter(has_text="ex.q1.check(mesh, layout)")
+    expect(cell.locator(".jp-OutputArea")).to_contain_text("Not answered yet")
+
+    solution = nbformat.read(ROOT / "solutions" / Path(EXERCISE).name, as_version=4)
+    answer = next(c.source for c in solution.cells if c.get("id") == "ch4-q1")
+    answer = "\n".join(line for line in answer.splitlines() if "SOLUTION" not in line)
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(answer)
+    page.keyboard.press("Shift+Enter")
+    expect(cell.locator(".jp-OutputArea")).to_contain_text("Correct!", timeout=60_000)
+    page.screenshot(path=ARTIFACTS / "jupyterlab-exercise-correct.png")
