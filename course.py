@@ -83,7 +83,9 @@ def test_runs(pytest_args):
     """The pytest arguments of each test environment (after the options of pyproject.toml)."""
     workers = ["-n", "auto"]  # one pytest-xdist worker per CPU core
     return {
-        "main": (["main"], [*workers, *pytest_args]),
+        # loadfile: all cells of a notebook (nbval items sharing one kernel) stay on one worker
+        "main": (["main"], [*workers, "--dist", "loadfile", *pytest_args]),
+        # load: the Colab-like tests are one file with a test per notebook, spread over the workers
         "colab": (["main", "colab"], ["tests/environments/test_colab.py", *workers, "--dist", "load",
                                       f"--colab-python={python_of('colab')}", *pytest_args]),
         "browser": (["main"], ["tests/environments/test_jupyterlab.py", *pytest_args]),

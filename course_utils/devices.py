@@ -58,7 +58,7 @@ def _raise_already_configured(have, want):
     raise RuntimeError(
         f"This Python process already runs TensorFlow with {have} logical CPU(s), and you asked "
         f"for {want}. Devices can only be configured before TensorFlow's runtime starts. "
-        f"{restart_advice().capitalize()} and call configure_virtual_cpus({want}) before "
+        f"{restart_advice(sentence_start=True)} and call configure_virtual_cpus({want}) before "
         f"anything else touches TensorFlow devices."
     )
 

@@ -57,6 +57,7 @@ def test_a_gpu_gets_a_warning_that_says_how_to_switch(monkeypatch, colab):
 
 def test_restart_advice_names_the_menu_of_each_place(colab):
     assert restart_advice() == "restart the runtime (Runtime → Restart session in Colab)"
+    assert restart_advice(sentence_start=True) == "Restart the runtime (Runtime → Restart session in Colab)"
     del sys.modules["google.colab"]
     assert restart_advice() == "restart the kernel (Kernel → Restart Kernel in JupyterLab)"
 
