@@ -100,11 +100,32 @@ def run_notebook_cells(session, payload, report):
                 return
 
 
-def _kill_group(pid):
+def _kill_group(pgid, wait_seconds=5.0):
+    """SIGKILL the process group ``pgid``, then wait (at most ``wait_seconds``) until it is gone.
+
+    A signal is delivered asynchronously: without the wait, a killed process may still run for a
+    moment after ``killpg`` returns. Zombies count as gone (they no longer run).
+    """
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # the group is already gone, or not ours
+        return
+    deadline = time.monotonic() + wait_seconds
+    while _group_runs(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _group_runs(pgid):
+    """Whether a process of the group ``pgid`` still runs (is not a zombie)."""
+    import psutil
+
+    for process in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (OSError, psutil.Error):
+            continue
+    return False
 
 
 def run_in_child(driver, payload, timeout, env=None, cell_timeout=None):

@@ -139,21 +139,8 @@ def test_time_limit_kills_the_notebook_and_its_kernel(tmp_path):
     assert statuses["q1"] == (2, "correct")  # checked before the loop: kept
     assert statuses["q2"] == (0, "not checked: time limit (25 s) reached before its check ran")
     for pid in json.loads(pids.read_text()):
-        assert _gone_within(pid, seconds=10), pid  # the kernel and the process it started
-
-
-def _gone_within(pid, seconds):
-    """SIGKILL is delivered asynchronously: poll until the process is gone or a zombie."""
-    status = Path(f"/proc/{pid}/status")
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if "\nState:\tZ" in status.read_text():
-                return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.2)
-    return False
+        status = Path(f"/proc/{pid}/status")  # the kernel and the process it started are gone
+        assert not status.exists() or "\nState:\tZ" in status.read_text(), pid
 
 
 def test_graded_handouts_record_feedback_without_answers_and_hints_can_cost(tmp_path):
