@@ -1,0 +1,55 @@
+"""course.py, the course's commands: what `test` runs, and pip's failures turned into plain messages."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def course():
+    spec = importlib.util.spec_from_file_location("course_commands", ROOT / "course.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_missing_package_is_named_not_a_pip_traceback(course):
+    pip_errors = ("Looking in indexes: ...\nERROR: Could not find a version that satisfies the requirement "
+                  "tensorflow==2.99.0 (from versions: 2.20.0, 2.21.0)\n"
+                  "ERROR: No matching distribution found for tensorflow==2.99.0\n")
+    message = course.install_failure(pip_errors, "requirements-colab.txt", ".venv-colab")
+    assert message.startswith("Could not install tensorflow==2.99.0 from requirements-colab.txt into .venv-colab")
+    assert "Traceback" not in message and "Check the version" in message
+
+
+def test_other_pip_failures_keep_pip_s_own_errors(course):
+    message = course.install_failure("noise\nERROR: file not found: ./x\n", "requirements.txt", ".venv")
+    assert message == "pip could not install requirements.txt into .venv:\nERROR: file not found: ./x"
+
+
+def test_each_environment_runs_its_own_tests_on_every_core(course):
+    runs = course.test_runs(["-x"])
+    assert runs["main"] == (["main"], ["-n", "auto", "--dist", "loadfile", "-x"])
+    venvs, args = runs["colab"]
+    assert venvs == ["main", "colab"] and args[0] == "tests/environments/test_colab.py"
+    assert "--dist" in args and args[args.index("--dist") + 1] == "load"
+    assert runs["browser"][1][0] == "tests/environments/test_jupyterlab.py"
+
+
+def test_help_lists_the_environments(course, capsys):
+    assert course.run_tests(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("main", "colab", "browser", "--skip-browser"))
+
+
+def test_the_requirements_digest_follows_the_local_packages_it_installs(course, tmp_path, monkeypatch):
+    monkeypatch.setattr(course, "ROOT", tmp_path)
+    (tmp_path / "standin").mkdir()
+    (tmp_path / "standin" / "module.py").write_text("A = 1\n")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("numpy==2.1.3\n./standin\n")
+    before = course.requirements_digest(requirements)
+    (tmp_path / "standin" / "module.py").write_text("A = 2\n")  # the stand-in changed: reinstall
+    assert course.requirements_digest(requirements) != before
