@@ -101,7 +101,7 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
 
     Returns:
         ``(rows, note)``: one row per exercise (dicts keyed by ``COLUMNS``), or one "not graded"
-        row, and a short note about the run.
+        row, and a short note about the run (its time, a time-out, the cells that raised errors).
 
     Example:
         >>> rows, note = grade_notebook(Path("submissions/alice_04.ipynb"), "alice_04.ipynb", timeout=120)
@@ -174,6 +174,10 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
                      "hints": hints.get(name, ""), "flags": "; ".join(flags),
                      "feedback": best["feedback"] if best else ""})
     note = f"{outcome['seconds']:.1f} s" + (f", {outcome['kind']}" if outcome["kind"] != "completed" else "")
+    cell_errors = outcome.get("report", {}).get("cell_errors", {})
+    if cell_errors:
+        cell, error = next(iter(cell_errors.items()))
+        note += f", {len(cell_errors)} cell(s) raised an error (first: cell {cell}, {error[:120]})"
     return rows, note
 
 
