@@ -286,7 +286,7 @@ class SaveEverywhere(Exercise):
                             for w in (worker1, worker2))
         if worker1 is None:
             fb.wrong("A non-chief worker gets None, so it skips the save: the chief then waits in the save's "
-                     "all-reduce for a peer that never joins, and the job hangs.",
+                     "all-reduce for a peer that never joins: the job hangs, or fails with a collective error.",
                      answer="Give it a path too, e.g. path.parent / f'workertemp_{task_id}' / path.name.")
         elif worker1 == path:
             fb.wrong("A non-chief worker writes the chief's own file: several processes writing one file on shared "
