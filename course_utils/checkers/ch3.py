@@ -274,6 +274,11 @@ class SaveEverywhere(Exercise):
                 return None if got is None else Path(got)
 
             chief, worker0, worker1, worker2 = where(True, 0), where(False, 0), where(False, 1), where(False, 2)
+        if None in (worker0, worker1, worker2):  # the save as handed out: nothing about it works, so no points
+            fb.wrong("A non-chief worker gets None, so it skips the save: the chief then waits in the save's "
+                     "all-reduce for a peer that never joins: the job hangs, or fails with a collective error.",
+                     answer="Give it a path too, e.g. path.parent / f'workertemp_{task_id}' / path.name.")
+            return fb
         if chief != path:
             fb.wrong("The chief must write to `path` itself: its file is the one that stays, at the path you asked "
                      f"for (it got {chief}).", answer="Return `path` when is_chief is True.")
@@ -282,13 +287,9 @@ class SaveEverywhere(Exercise):
                      "task id (in a cluster with a 'chief' task, worker 0 is not the chief).")
         else:
             fb.right("the chief writes the real file")
-        in_own_folder = all(w is not None and w != path and w.parent != path.parent and w.parent not in path.parents
+        in_own_folder = all(w != path and w.parent != path.parent and w.parent not in path.parents
                             for w in (worker1, worker2))
-        if worker1 is None:
-            fb.wrong("A non-chief worker gets None, so it skips the save: the chief then waits in the save's "
-                     "all-reduce for a peer that never joins: the job hangs, or fails with a collective error.",
-                     answer="Give it a path too, e.g. path.parent / f'workertemp_{task_id}' / path.name.")
-        elif worker1 == path:
+        if worker1 == path:
             fb.wrong("A non-chief worker writes the chief's own file: several processes writing one file on shared "
                      "storage can leave it corrupt.")
         elif not in_own_folder:
@@ -297,7 +298,7 @@ class SaveEverywhere(Exercise):
                      answer="Use path.parent / f'workertemp_{task_id}' / path.name.")
         else:
             fb.right("every other worker saves too, in a temporary folder of its own")
-        if len({worker0, worker1, worker2}) < 3 or None in (worker0, worker1, worker2):
+        if len({worker0, worker1, worker2}) < 3:
             fb.wrong("Workers 0, 1 and 2 (none of them the chief) must get three different paths; use task_id to "
                      "keep them apart, or two workers write the same temporary file.")
         else:
