@@ -246,5 +246,66 @@ class SyncAsync(Exercise):
         return fb
 
 
-CHAPTER = chapter(3, "Beyond one process", [WorkerConfig, ParameterServerConfig, Faults, SyncAsync],
+class SaveEverywhere(Exercise):
+    title = "Every worker saves, only the chief's file stays"
+    points = 3
+    hints = (
+        "Under MultiWorkerMirroredStrategy saving runs an all-reduce. Which workers must call save, and where "
+        "may a non-chief worker write without touching the chief's file?",
+        "Every worker must get a path (None means 'skip the save'). The chief gets `path` itself; any other "
+        "worker a path inside a folder that belongs to that worker alone, so that the folder can be deleted "
+        "whole after the save. Decide with is_chief, and use task_id to keep the workers apart.",
+    )
+
+    def grade(self, write_path):
+        from pathlib import Path
+        from tempfile import TemporaryDirectory
+
+        fb = Feedback()
+        if not callable(write_path):
+            fb.wrong("write_path must be the function write_path(path, is_chief, task_id), not "
+                     f"{type(write_path).__name__}.")
+            return fb
+        with TemporaryDirectory() as folder:  # a real folder, in case the function creates its own
+            path = Path(folder) / "run" / "model.keras"
+
+            def where(is_chief, task_id):
+                got = write_path(path, is_chief, task_id)
+                return None if got is None else Path(got)
+
+            chief, worker0, worker1, worker2 = where(True, 0), where(False, 0), where(False, 1), where(False, 2)
+        if None in (worker0, worker1, worker2):  # the save as handed out: nothing about it works, so no points
+            fb.wrong("A non-chief worker gets None, so it skips the save: the chief then waits in the save's "
+                     "all-reduce for a peer that never joins: the job hangs, or fails with a collective error.",
+                     answer="Give it a path too, e.g. path.parent / f'workertemp_{task_id}' / path.name.")
+            return fb
+        if chief != path:
+            fb.wrong("The chief must write to `path` itself: its file is the one that stays, at the path you asked "
+                     f"for (it got {chief}).", answer="Return `path` when is_chief is True.")
+        elif worker0 == path and worker1 != path:
+            fb.wrong("Worker 0 that is NOT the chief was given the chief's path: decide with is_chief, not with the "
+                     "task id (in a cluster with a 'chief' task, worker 0 is not the chief).")
+        else:
+            fb.right("the chief writes the real file")
+        in_own_folder = all(w != path and w.parent != path.parent and w.parent not in path.parents
+                            for w in (worker1, worker2))
+        if worker1 == path:
+            fb.wrong("A non-chief worker writes the chief's own file: several processes writing one file on shared "
+                     "storage can leave it corrupt.")
+        elif not in_own_folder:
+            fb.wrong("A non-chief worker's file does not sit in a folder of its own: the folder it is in also holds "
+                     "the chief's file, so deleting it after the save would delete the chief's file too.",
+                     answer="Use path.parent / f'workertemp_{task_id}' / path.name.")
+        else:
+            fb.right("every other worker saves too, in a temporary folder of its own")
+        if len({worker0, worker1, worker2}) < 3:
+            fb.wrong("Workers 0, 1 and 2 (none of them the chief) must get three different paths; use task_id to "
+                     "keep them apart, or two workers write the same temporary file.")
+        else:
+            fb.right("each worker's temporary path is its own")
+        return fb
+
+
+CHAPTER = chapter(3, "Beyond one process", [WorkerConfig, ParameterServerConfig, Faults, SyncAsync,
+                                               SaveEverywhere],
                   uses_tensorflow=False)

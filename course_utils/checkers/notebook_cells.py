@@ -106,7 +106,19 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       "              True,   # 5. updates land between a worker's read and "
                                       'its write\n'
                                       '              False]  # 6. task indices are positions in ONE shared, '
-                                      'ordered list'}}},
+                                      'ordered list'},
+                   'q5': {'cell': 'ch3-q5',
+                          'call': 'ex.q5.check(write_path)',
+                          'solution': 'from pathlib import Path\n'
+                                      '\n'
+                                      'def write_path(path, is_chief, task_id):\n'
+                                      '    """Where this worker writes `path` when it saves: a Path, or None '
+                                      'to skip the save."""\n'
+                                      '    if is_chief:\n'
+                                      "        return path  # the chief's file is the one that stays\n"
+                                      '    # Saving reads sync-on-read variables (an all-reduce), so every '
+                                      'worker must save: a folder of its own.\n'
+                                      '    return path.parent / f"workertemp_{task_id}" / path.name'}}},
  4: {'keras': 'keras3',
      'exercises': {'q1': {'cell': 'ch4-q1',
                           'call': 'ex.q1.check(mesh, layout)',

@@ -78,3 +78,29 @@ def test_ch3_q4_statements():
     assert_hint(grade(3, "q4", right[:5] + [True]), "identically ordered", points=5)
     assert_hint(grade(3, "q4", right[:5] + [None]), "statement 6: not answered yet", points=5)
     assert_hint(grade(3, "q4", right[:5]), "6 values, not 5")
+
+
+def test_ch3_q5_every_worker_saves():
+    def right(path, is_chief, task_id):
+        return path if is_chief else path.parent / f"workertemp_{task_id}" / path.name
+
+    assert_correct(grade(3, "q5", right))
+    assert_correct(grade(3, "q5", lambda path, is_chief, task_id: str(right(path, is_chief, task_id))))
+
+    def chief_only(path, is_chief, task_id):
+        return path if is_chief else None
+
+    assert_hint(grade(3, "q5", chief_only), "the job hangs", points=0)
+    from course_utils.checkers import exercises
+    assert "workertemp" not in exercises(3, mode="graded").q5.evaluate(chief_only).message
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path), "writes the chief's own file", points=1)
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
+                      path.with_name(f"model_{task_id}.keras")), "delete the chief's file too", points=2)
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / "workertemp" / path.name), "use task_id", points=2)
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if task_id == 0 else right(path, False, task_id)),
+                "decide with is_chief", points=2)
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: right(path, False, task_id)),
+                "must write to `path` itself", points=2)
+    assert_hint(grade(3, "q5", "workertemp"), "must be the function")
+    assert_hint(grade(3, "q5", lambda path: path), "called as")
