@@ -84,8 +84,8 @@ class XavierInit(Exercise):
                 fb.wrong(f"init_weight raised {message}")
             return fb
         if not isinstance(w1, tf.Variable):
-            fb.wrong(f"init_weight should return a variable (dtensor.DVariable(...)) so that the optimizer can update "
-                     f"it, not a {type(w1).__name__}.")
+            fb.wrong(f"init_weight should return a variable, so that the optimizer can update it, not a "
+                     f"{type(w1).__name__}.", answer="Wrap the value in dtensor.DVariable(...).")
             return fb
         w_layout = layout_of(w1.read_value())
         if w_layout is None:

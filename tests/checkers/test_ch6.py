@@ -66,8 +66,13 @@ def test_ch6_q1_rejects_an_initialiser_that_ignores_its_seed_or_is_not_uniform(m
     assert_hint(grade(6, "q1", xavier_limit, fixed_seed), "ignores its `seed` argument", points=1)
     assert_hint(grade(6, "q1", xavier_limit, _truncated_normal_init), "not spread uniformly", "middle half", points=1)
 
+    import tensorflow as tf
+
+    host_variable = lambda s, l, seed: tf.Variable(tf.zeros(s))
+    tensor = lambda s, l, seed: init_weight(s, l, seed).read_value()
     graded = exercises(6, mode="graded").q1
-    for answer, reveal in ((fixed_seed, "seed=seed"), (_truncated_normal_init, "stateless_uniform(")):
+    for answer, reveal in ((fixed_seed, "seed=seed"), (_truncated_normal_init, "stateless_uniform("),
+                           (host_variable, "call_with_layout"), (tensor, "DVariable")):
         assert reveal not in graded.evaluate(xavier_limit, answer).message
         assert reveal in grade(6, "q1", xavier_limit, answer).message
     wrong_limit = lambda a, b: math.sqrt(2 / (a + b))
