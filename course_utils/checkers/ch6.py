@@ -242,8 +242,9 @@ def _host_counters(optimizer):
     """The optimizer's scalar variables that live on one device instead of on the mesh."""
     import tensorflow as tf
 
-    variables = getattr(optimizer, "variables", None)
-    if not isinstance(optimizer, tf.Module):
+    if isinstance(optimizer, tf.Module):
+        variables = optimizer.variables
+    else:
         variables = [v for v in vars(optimizer).values() if isinstance(v, tf.Variable)]
     return [v for v in variables if v.shape.rank == 0 and layout_of(v.read_value()) is None]
 

@@ -247,3 +247,18 @@ def test_ch6_q4_rejects_a_step_in_an_ordinary_variable_and_an_eager_python_count
         hidden, shown = graded.evaluate(answer).message, grade(6, "q4", answer).message
         assert "mesh_scalar" not in hidden and "assign_add" not in hidden, hidden
         assert "mesh_scalar" in shown
+
+
+def test_ch6_host_counters_finds_scalar_variables_off_the_mesh(mesh42):
+    import tensorflow as tf
+
+    class PlainOptimizer:  # not a tf.Module: its attributes are read directly
+        def __init__(self):
+            self.step, self.weight, self.rate = tf.Variable(0.0), tf.Variable([1.0, 2.0]), 0.1
+
+    found = ch6._host_counters(PlainOptimizer())
+    assert len(found) == 1 and found[0].shape.rank == 0
+    _, FixedAdam, _, _, HostStep, _ = _adam_classes()
+    weight, _ = ch6._checker_weight()
+    assert ch6._host_counters(FixedAdam([weight])) == []
+    assert len(ch6._host_counters(HostStep([weight]))) == 1
