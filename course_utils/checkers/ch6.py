@@ -6,13 +6,25 @@ from .core import Exercise, Feedback, chapter
 
 WRONG_LIMITS = {
     "sqrt(1 / fan_in) is LeCun's scale; Xavier (Glorot) uses both fans.": lambda a, b: math.sqrt(1 / a),
-    "sqrt(2 / (fan_in + fan_out)) is the STANDARD DEVIATION of Xavier normal. A uniform distribution on "
-    "[-limit, limit] has std limit / sqrt(3).": lambda a, b: math.sqrt(2 / (a + b)),
+    "sqrt(2 / (fan_in + fan_out)) is the STANDARD DEVIATION of Xavier normal, not the limit of Xavier uniform.":
+        lambda a, b: math.sqrt(2 / (a + b)),
     "sqrt(6 / fan_in) is He's uniform limit (for ReLU); Xavier uses both fans.": lambda a, b: math.sqrt(6 / a),
     "Mind the brackets: sqrt(6) / (fan_in + fan_out) is not what the formula says.": lambda a, b: math.sqrt(6) / (a + b),
     "You forgot the square root.": lambda a, b: 6 / (a + b),
 }
 FANS = ((784, 700), (10, 20))
+SEED, OTHER_SEED = [1, 2], [3, 4]
+MAX_CDF_DISTANCE = 0.05  # Kolmogorov-Smirnov distance to U(-limit, limit); 2048 uniform values exceed it with p < 1e-4
+
+
+def _cdf_distance_to_uniform(values, limit):
+    """The largest gap between the sample's cumulative distribution and that of U(-limit, limit)."""
+    import numpy as np
+
+    x = np.sort(values.ravel())
+    uniform = (x + limit) / (2 * limit)
+    n = len(x)
+    return float(max(np.max(np.arange(1, n + 1) / n - uniform), np.max(uniform - np.arange(n) / n)))
 
 
 def _grade_limit(fb, xavier_limit):
@@ -32,7 +44,8 @@ def _grade_limit(fb, xavier_limit):
     why = next((text for text, f in WRONG_LIMITS.items()
                 if all(close(g, f(a, b), 1e-6) for g, (a, b) in zip(got, FANS))),
                f"xavier_limit(784, 700) = {got[0]:.5f} is not the Xavier uniform limit.")
-    fb.wrong(f"xavier_limit: {why}", answer="It is sqrt(6 / (fan_in + fan_out)).")
+    fb.wrong(f"xavier_limit: {why}", answer="A uniform distribution on [-limit, limit] has variance limit**2 / 3; "
+                                         "Xavier wants 2 / (fan_in + fan_out), so limit = sqrt(6 / (fan_in + fan_out)).")
 
 
 class XavierInit(Exercise):
@@ -58,7 +71,8 @@ class XavierInit(Exercise):
         layout = dtensor.Layout([UNSHARDED, "model"], checker_mesh())
         shape, limit = [64, 32], math.sqrt(6 / (64 + 32))
         try:
-            w1, w2 = init_weight(shape, layout, [1, 2]), init_weight(shape, layout, [1, 2])
+            w1, w2 = init_weight(shape, layout, SEED), init_weight(shape, layout, SEED)
+            w3 = init_weight(shape, layout, OTHER_SEED)
         except Exception as err:
             message = short_error(err)
             if "matching rank" in message or "StatelessRandomGetKeyCounter" in message:
@@ -70,32 +84,44 @@ class XavierInit(Exercise):
                 fb.wrong(f"init_weight raised {message}")
             return fb
         if not isinstance(w1, tf.Variable):
-            fb.wrong(f"init_weight should return a variable (dtensor.DVariable(...)) so that the optimizer can update "
-                     f"it, not a {type(w1).__name__}.")
+            fb.wrong(f"init_weight should return a variable, so that the optimizer can update it, not a "
+                     f"{type(w1).__name__}.", answer="Wrap the value in dtensor.DVariable(...).")
             return fb
         w_layout = layout_of(w1.read_value())
         if w_layout is None:
-            fb.wrong("init_weight returned an ordinary tf.Variable on one device. Create the initial value on the "
-                     "mesh with dtensor.call_with_layout(..., layout, ...) and wrap it in dtensor.DVariable.")
+            fb.wrong("init_weight returned an ordinary tf.Variable on one device, not a variable on the mesh.",
+                     answer="Create the initial value on the mesh with dtensor.call_with_layout(..., layout, ...) and "
+                            "wrap it in dtensor.DVariable.")
             return fb
         if specs(w_layout) != specs(layout):
             fb.wrong(f"init_weight ignored the layout it was given: the weight has {specs(w_layout)}, expected "
-                     f"{specs(layout)}. Pass `layout` to call_with_layout.")
+                     f"{specs(layout)}.", answer="Pass `layout` to call_with_layout.")
             return fb
         values = global_numpy(w1)
         if tuple(values.shape) != tuple(shape):
             fb.wrong(f"init_weight returned shape {list(values.shape)} for shape {shape}.")
         elif np.abs(values).max() > limit * (1 + 1e-5):
             fb.wrong(f"init_weight: values up to {np.abs(values).max():.3f} exceed the Xavier limit {limit:.3f} for "
-                     f"shape {shape}; sample uniformly in [-limit, limit] with limit = xavier_limit(fan_in, fan_out).")
+                     f"shape {shape}.", answer="Sample uniformly in [-limit, limit] with limit = "
+                                               "xavier_limit(fan_in, fan_out).")
         elif values.min() >= 0:
             fb.wrong("init_weight: all values are >= 0; the range is symmetric.", answer="minval=-limit.")
         elif np.abs(values).max() < 0.8 * limit:
             fb.wrong(f"init_weight: the values only reach {np.abs(values).max():.3f}, the Xavier limit for shape "
                      f"{shape} is {limit:.3f}. Use the whole range [-limit, limit].")
+        elif _cdf_distance_to_uniform(values, limit) > MAX_CDF_DISTANCE:
+            middle = float(np.mean(np.abs(values) < limit / 2))
+            fb.wrong(f"init_weight: the values stay within [-{limit:.3f}, {limit:.3f}] but are not spread uniformly: "
+                     f"{middle:.0%} of them lie in the middle half [-limit/2, limit/2], where a uniform distribution "
+                     f"puts 50%. Xavier UNIFORM draws every value in the range with the same probability.",
+                     answer="Use tf.random.stateless_uniform(shape, seed, minval=-limit, maxval=limit).")
         elif not np.array_equal(values, global_numpy(w2)):
-            fb.wrong("init_weight: the same seed gave different weights; use a stateless random op with the seed, so "
-                     "every client initialises identically.")
+            fb.wrong("init_weight: the same seed gave different weights, so two clients would start from different "
+                     "models.", answer="Use a stateless random op (tf.random.stateless_uniform) with seed=seed.")
+        elif np.array_equal(values, global_numpy(w3)):
+            fb.wrong(f"init_weight: the seeds {SEED} and {OTHER_SEED} gave identical weights: your function ignores "
+                     f"its `seed` argument, so every layer would start from the same numbers.",
+                     answer="Pass seed=seed to the stateless random op.")
         else:
             fb.right(f"init_weight: a DVariable with layout {specs(w_layout)}, uniform in [-{limit:.3f}, {limit:.3f}], "
                      f"reproducible from its seed", points=2)
@@ -175,8 +201,8 @@ class SlotLayouts(Exercise):
             return fb
         for name, slot in (("m", m), ("v", v)):
             if not isinstance(slot, tf.Variable):
-                fb.wrong(f"{name} is a {type(slot).__name__}, not a variable; slots are updated in place with assign, "
-                         f"so wrap the zeros in dtensor.DVariable.")
+                fb.wrong(f"{name} is a {type(slot).__name__}, not a variable; slots are updated in place with "
+                         f"assign.", answer="Wrap the zeros in dtensor.DVariable.")
                 continue
             slot_layout = layout_of(slot.read_value())
             if slot_layout is None:
@@ -212,18 +238,31 @@ def reference_adam(w0, grads, lr, frozen_step=None, beta_1=0.9, beta_2=0.999, ep
     return history
 
 
+def _host_counters(optimizer):
+    """The optimizer's scalar variables that live on one device instead of on the mesh."""
+    import tensorflow as tf
+
+    if isinstance(optimizer, tf.Module):
+        variables = optimizer.variables
+    else:
+        variables = [v for v in vars(optimizer).values() if isinstance(v, tf.Variable)]
+    return [v for v in variables if v.shape.rank == 0 and layout_of(v.read_value()) is None]
+
+
 class FrozenStep(Exercise):
     title = "Fix the frozen step counter"
     points = 3
     hints = (
         "Which value does `self.step` have inside the graph of a tf.function? Python code runs only while the "
         "function is traced.",
-        "Keep the step in a replicated DVariable, add 1 to it with assign_add inside apply, and compute the bias "
-        "correction from its value with TensorFlow ops.",
+        "Keep the step in a variable that belongs to the mesh (a replicated scalar DVariable, like the chapter's "
+        "mesh_scalar), add 1 to it with assign_add inside apply, and compute the bias correction from its value "
+        "with TensorFlow ops.",
     )
 
     def grade(self, adam_class):
         import numpy as np
+        import tensorflow as tf
 
         fb = Feedback()
         if not callable(adam_class):
@@ -236,9 +275,11 @@ class FrozenStep(Exercise):
         lr = 0.1
         try:
             optimizer = adam_class([weight], learning_rate=lr)
+            # Inside tf.function, as in a training step: an eager apply would hide a Python counter.
+            update = tf.function(lambda gradients: optimizer.apply(gradients))
             history = []
             for g in grads:
-                optimizer.apply([on_mesh(g, layout)])
+                update([on_mesh(g, layout)])
                 history.append(global_numpy(weight))
         except Exception as err:
             message = short_error(err)
@@ -246,20 +287,34 @@ class FrozenStep(Exercise):
                 fb.wrong(f"Your optimizer raised {message}. It calls make_slots from exercise 3: solve that first.")
             else:
                 fb.wrong(f"Your optimizer raised {message}. It is called as adam_class([weight], learning_rate=0.1), "
-                         f"then .apply([gradient]) three times.")
+                         f"then .apply([gradient]) three times inside a tf.function, as a training step would.")
             return fb
         ok = [np.allclose(h, r, rtol=1e-4, atol=1e-6) for h, r in zip(history, reference_adam(w0, grads, lr))]
         if all(ok):
-            fb.right("three steps match Keras' Adam (bias correction with t = 1, 2, 3).", points=3)
+            fb.right("three steps inside tf.function match Keras' Adam (bias correction with t = 1, 2, 3).", points=3)
             return fb
+        for counter in _host_counters(optimizer):
+            value = float(global_numpy(counter))
+            if value > len(grads):
+                fb.wrong(f"Your step counter is an ordinary tf.Variable: after {len(grads)} calls it holds {value:g}, "
+                         f"not {len(grads)}. It lives on one device, outside the mesh, and every one of the "
+                         f"{layout.mesh.num_local_devices()} devices that run apply adds its own 1, without "
+                         f"coordination.",
+                         answer="Make it a DVariable with a replicated scalar layout on the weights' mesh, e.g. "
+                                "mesh_scalar(tf.float32, mesh): one variable of the mesh, incremented once per call.")
+                return fb
         for frozen in (1, 2):
             wrong = reference_adam(w0, grads, lr, frozen_step=frozen)
             if all(np.allclose(h, r, rtol=1e-4, atol=1e-6) for h, r in zip(history, wrong)):
+                eager = "" if hasattr(getattr(type(optimizer), "apply", None), "get_concrete_function") else (
+                    " Removing @tf.function only hides this: a training step runs apply inside a tf.function, "
+                    "and so does this checker.")
                 fb.wrong(f"Your Adam uses t = {frozen} at every step: the step counter is frozen. A Python number "
                          f"changed inside a tf.function changes only while the function is TRACED; later calls replay "
-                         f"the graph with the value baked in.",
-                         answer="Keep the step in a variable (self.step.assign_add(1)) and compute the bias correction "
-                                "from it with TensorFlow ops.")
+                         f"the graph with the value baked in.{eager}",
+                         answer="Keep the step in a variable on the mesh (self.step = mesh_scalar(tf.float32, mesh); "
+                                "self.step.assign_add(1.0)) and compute the bias correction from it with TensorFlow "
+                                "ops.")
                 return fb
         if ok[0]:
             fb.right("step 1 matches Keras' Adam", points=1)

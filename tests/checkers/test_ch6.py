@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch6
+from course_utils.checkers import ch6, exercises
 from helpers import assert_correct, assert_hint, grade
 
 
@@ -50,6 +50,42 @@ def test_ch6_q1_xavier(mesh42):
     unseeded = lambda s, l, seed: init_weight(s, l, [np.random.randint(1000), 0])
     assert_hint(grade(6, "q1", xavier_limit, unseeded), "same seed gave different weights", points=1)
     assert_hint(grade(6, "q1", None, init_weight), "xavier_limit: not answered yet", points=2)
+
+
+def _truncated_normal_init(shape, layout, seed):
+    """Within [-limit, limit] (cut at two standard deviations), but not uniform."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    return dtensor.DVariable(dtensor.call_with_layout(tf.function(tf.random.stateless_truncated_normal), layout,
+                                                      shape=shape, seed=seed, stddev=xavier_limit(*shape) / 2))
+
+
+def test_ch6_q1_rejects_an_initialiser_that_ignores_its_seed_or_is_not_uniform(mesh42):
+    fixed_seed = lambda s, l, seed: init_weight(s, l, [1, 2])
+    assert_hint(grade(6, "q1", xavier_limit, fixed_seed), "ignores its `seed` argument", points=1)
+    assert_hint(grade(6, "q1", xavier_limit, _truncated_normal_init), "not spread uniformly", "middle half", points=1)
+
+    import tensorflow as tf
+
+    host_variable = lambda s, l, seed: tf.Variable(tf.zeros(s))
+    tensor = lambda s, l, seed: init_weight(s, l, seed).read_value()
+    graded = exercises(6, mode="graded").q1
+    for answer, reveal in ((fixed_seed, "seed=seed"), (_truncated_normal_init, "stateless_uniform("),
+                           (host_variable, "call_with_layout"), (tensor, "DVariable")):
+        assert reveal not in graded.evaluate(xavier_limit, answer).message
+        assert reveal in grade(6, "q1", xavier_limit, answer).message
+    wrong_limit = lambda a, b: math.sqrt(2 / (a + b))
+    assert "sqrt(6" not in graded.evaluate(wrong_limit, init_weight).message
+    assert "sqrt(6" in grade(6, "q1", wrong_limit, init_weight).message
+
+
+def test_ch6_uniform_test_accepts_uniform_samples_and_rejects_a_truncated_normal():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        assert ch6._cdf_distance_to_uniform(rng.uniform(-0.2, 0.2, 2048), 0.2) < ch6.MAX_CDF_DISTANCE
+    normal = np.clip(rng.normal(0, 0.1, 2048), -0.2, 0.2)
+    assert ch6._cdf_distance_to_uniform(normal, 0.2) > ch6.MAX_CDF_DISTANCE
 
 
 def _mlp(sizes, mesh):
@@ -154,7 +190,22 @@ def _adam_classes():
             for p, g in zip(self.params, gradients):
                 p.assign_sub(self.learning_rate * g)
 
-    return BuggyAdam, FixedAdam, NoMomentum, Sgd
+    class HostStep(FixedAdam):
+        """The step in an ordinary tf.Variable: every device of the mesh increments it."""
+
+        def __init__(self, params, **kwargs):
+            super().__init__(params, **kwargs)
+            self.step = tf.Variable(0.0)
+
+    class EagerBuggyAdam(BuggyAdam):
+        """The frozen Python counter, hidden by running apply eagerly."""
+
+        def apply(self, gradients):
+            self.step += 1
+            self._update(gradients, self.learning_rate * math.sqrt(1 - self.beta_2 ** self.step)
+                         / (1 - self.beta_1 ** self.step))
+
+    return BuggyAdam, FixedAdam, NoMomentum, Sgd, HostStep, EagerBuggyAdam
 
 
 def test_ch6_q4_adam_matches_keras_adam(keras2, mesh42):
@@ -169,7 +220,7 @@ def test_ch6_q4_adam_matches_keras_adam(keras2, mesh42):
         keras_adam.apply_gradients([(tf.constant(g), variable)])
     assert np.allclose(variable.numpy(), ch6.reference_adam(w0, grads, 0.1)[-1], rtol=1e-5)
 
-    BuggyAdam, FixedAdam, NoMomentum, Sgd = _adam_classes()
+    BuggyAdam, FixedAdam, NoMomentum, Sgd, HostStep, EagerBuggyAdam = _adam_classes()
     assert_correct(grade(6, "q4", FixedAdam))
     assert_hint(grade(6, "q4", BuggyAdam), "uses t = 1 at every step", "assign_add")
     assert_hint(grade(6, "q4", NoMomentum), "steps 2 and 3 do not", points=1)
@@ -181,3 +232,33 @@ def test_ch6_q4_adam_matches_keras_adam(keras2, mesh42):
             unsolved_make_slots(params)
 
     assert_hint(grade(6, "q4", NeedsSlots), "solve that first")
+
+
+def test_ch6_q4_rejects_a_step_in_an_ordinary_variable_and_an_eager_python_counter(mesh42):
+    *_, HostStep, EagerBuggyAdam = _adam_classes()
+    result = grade(6, "q4", HostStep)
+    assert_hint(result, "ordinary tf.Variable", "after 3 calls it holds", "8 devices")
+    held = float(result.message.split("it holds ")[1].split(",")[0])
+    assert 3 < held <= 8 * 3  # each of the 8 devices adds at most 1 per call
+    assert_hint(grade(6, "q4", EagerBuggyAdam), "uses t = 1 at every step", "Removing @tf.function")
+
+    graded = exercises(6, mode="graded").q4
+    for answer in (HostStep, EagerBuggyAdam):
+        hidden, shown = graded.evaluate(answer).message, grade(6, "q4", answer).message
+        assert "mesh_scalar" not in hidden and "assign_add" not in hidden, hidden
+        assert "mesh_scalar" in shown
+
+
+def test_ch6_host_counters_finds_scalar_variables_off_the_mesh(mesh42):
+    import tensorflow as tf
+
+    class PlainOptimizer:  # not a tf.Module: its attributes are read directly
+        def __init__(self):
+            self.step, self.weight, self.rate = tf.Variable(0.0), tf.Variable([1.0, 2.0]), 0.1
+
+    found = ch6._host_counters(PlainOptimizer())
+    assert len(found) == 1 and found[0].shape.rank == 0
+    _, FixedAdam, _, _, HostStep, _ = _adam_classes()
+    weight, _ = ch6._checker_weight()
+    assert ch6._host_counters(FixedAdam([weight])) == []
+    assert len(ch6._host_counters(HostStep([weight]))) == 1
