@@ -81,18 +81,23 @@ def _xplane_pb2():
 
 
 def _wait_for(result):
-    """Wait until every device has computed the DTensors in ``result`` (any nest)."""
-    blocks = [block for value in tf.nest.flatten(result)
-              if isinstance(value, (tf.Tensor, tf.Variable)) and dtensor.is_dtensor(value)
-              for block in dtensor.unpack(tf.convert_to_tensor(value))]
-    if not blocks:
+    """Wait until every device has computed what ``result`` (any nest) holds.
+
+    DTensors are waited for block by block; plain tensors are read; other values (NumPy arrays,
+    numbers, e.g. a Keras ``train_on_batch`` loss) were already computed when ``fn`` returned.
+    """
+    leaves = [value for value in tf.nest.flatten(result) if value is not None]
+    if not leaves:
         raise ValueError(
             f"collectives_run_by(fn) needs fn to return the DTensor(s) it computes, so that it can "
-            f"wait for every device to finish; fn returned {type(result).__name__}. End fn with "
+            f"wait for every device to finish; fn returned {result!r}. End fn with "
             f"`return` of its results, e.g. `lambda: tf.matmul(x, w)`."
         )
-    for block in blocks:
-        block.numpy()
+    for value in leaves:
+        if isinstance(value, (tf.Tensor, tf.Variable)):
+            tensor = tf.convert_to_tensor(value)
+            for block in dtensor.unpack(tensor) if dtensor.is_dtensor(tensor) else [tensor]:
+                block.numpy()
 
 
 def _trace(fn, xplane_pb2):
@@ -225,13 +230,16 @@ def collectives_run_by(fn):
 
     Args:
         fn: a function of no arguments that runs DTensor operations (eagerly or through a
-            ``tf.function``); the DTensors it returns are waited for before the trace stops.
+            ``tf.function``) and returns its results; the DTensors among them are waited for
+            before the trace stops. A function without DTensors (e.g. a Keras 3 ``train_on_batch``)
+            may return anything it computed.
 
     Returns:
         A list of ``CollectiveRun``, one per collective operation of the programs that ran, in
         the order of their names in the trace. An empty list means no device talked to another.
 
     Raises:
+        ValueError: ``fn`` returned nothing (``None``), so there is nothing to wait for.
         RuntimeError: this TensorFlow cannot read its profiler's trace (the message says what
             to install), or a collective in the trace is missing from the programs that ran.
 

@@ -83,6 +83,11 @@ def test_fn_must_return_what_it_computes(mesh2d):
         collectives_run_by(lambda: None if tf.matmul(x, tf.transpose(x)) is None else None)
 
 
+def test_a_program_without_dtensors_talks_to_no_device():
+    x = tf.ones([4, 4])
+    assert collectives_run_by(lambda: [float(tf.reduce_sum(x @ x)), tf.square(x)]) == []
+
+
 def test_missing_trace_reader_is_explained(mesh2d, monkeypatch):
     monkeypatch.setitem(sys.modules, XPLANE_MODULE, None)  # as if this TensorFlow did not ship it
     with pytest.raises(RuntimeError, match="cannot import .*TensorFlow 2.20 and 2.21 ship it"):
