@@ -267,4 +267,30 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '            m.assign_add((g - m) * (1 - self.beta_1))\n'
                                       '            v.assign_add((g * g - v) * (1 - self.beta_2))\n'
                                       '            param.assign_sub(alpha * m / (tf.sqrt(v) + '
-                                      'self.epsilon))'}}}}
+                                      'self.epsilon))'}}},
+ 8: {'keras': 'keras3-jax',
+     'exercises': {'q1': {'cell': 'ch8-q1',
+                          'call': 'ex.q1.check(keras_axes, dtensor_specs, shard_shape, copies)',
+                          'solution': 'print(mystery.sharding.spec, [shard.index for shard in '
+                                      'mystery.addressable_shards[:2]])\n'
+                                      'keras_axes = ("batch", None)  # one entry per array axis; None: not '
+                                      'split along it\n'
+                                      'dtensor_specs = ["batch", "unsharded"]  # DTensor writes None as '
+                                      'dtensor.UNSHARDED\n'
+                                      'shard_shape = (2, 6)  # 8 rows over batch (4) -> 2 rows; the 6 '
+                                      'columns stay whole\n'
+                                      "copies = 2  # 'model' (size 2) is not named: each piece sits on a "
+                                      'pair of devices'},
+                   'q2': {'cell': 'ch8-q2',
+                          'call': 'ex.q2.check(layout_map)',
+                          'solution': 'layout_map = kd.LayoutMap(device_mesh)\n'
+                                      'layout_map[".*/d1/kernel"] = (None, "model")  # a pattern for the '
+                                      'whole path: the same under all three rules\n'
+                                      'layout_map[".*/d1/bias"] = ("model",)\n'
+                                      'layout_map[".*/d2/kernel"] = ("model", None)'},
+                   'q3': {'cell': 'ch8-q3',
+                          'call': 'ex.q3.check(weight_bytes_per_device, weight_bytes_total)',
+                          'solution': 'weight_bytes_total = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * '
+                                      '10 + 10)\n'
+                                      'weight_bytes_per_device = 4 * (784 * 128 + 128 + 128 * 128 + 128 + '
+                                      "128 * 10 + 10)  # d1 and d2's kernel halved"}}}}

@@ -1,0 +1,175 @@
+"""Chapter 8 · Keras 3 on JAX: the exercises' graders and hints.
+
+The graders read JAX arrays and Keras 3 ``LayoutMap``s by duck typing (``.sharding``,
+``.addressable_shards``, iteration over keys), so that they import neither JAX, Keras nor TensorFlow.
+"""
+import math
+import re
+
+from .answers import as_int, as_shape
+from .core import Exercise, Feedback, chapter
+
+UNSHARDED_WORDS = ("unsharded", "UNSHARDED")
+# Exercise 2's model: Flatten -> Dense(256, name="d1") -> Dense(128, name="d2") -> Dense(10, name="d3"), named "mlp3".
+PORT_SHAPES = {"mlp3/d1/kernel": (784, 256), "mlp3/d1/bias": (256,), "mlp3/d2/kernel": (256, 128),
+               "mlp3/d2/bias": (128,), "mlp3/d3/kernel": (128, 10), "mlp3/d3/bias": (10,)}
+PORT_AXES = {"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",), "mlp3/d2/kernel": ("model", None),
+             "mlp3/d2/bias": None, "mlp3/d3/kernel": None, "mlp3/d3/bias": None}
+MESH_AXES = {"batch": 4, "model": 2}
+RULES = ("match", "search", "fullmatch")  # tf_keras, Keras 3.13, Keras 3.15
+# Exercise 1's array: 8 x 6, placed with PartitionSpec("batch", None) on the 4 x 2 mesh.
+MYSTERY_SPEC = ("batch", None)
+MYSTERY_SHARD_SHAPE = (8 // MESH_AXES["batch"], 6)
+MYSTERY_COPIES = MESH_AXES["model"]  # the mesh axis the spec does not name replicates each piece
+
+
+class ReadSharding(Exercise):
+    title = "Read a JAX sharding and name its layout"
+    points = 3
+    none_is_answer = True  # (None, None) is a meaningful (wrong) answer; the placeholders are `...`
+    hints = (
+        "Print mystery.sharding: a NamedSharding is a mesh plus a PartitionSpec, one entry per array axis.",
+        "A PartitionSpec entry None means 'not split along this array axis': DTensor writes it as "
+        "UNSHARDED ('unsharded'), Keras as None. Each device's piece is in mystery.addressable_shards.",
+        "A block is held by every device whose coordinates differ only along mesh axes the spec does not "
+        "name: count the devices whose shard has the same .index.",
+    )
+
+    def grade(self, keras_axes, dtensor_specs, shard_shape, copies):
+        fb = Feedback()
+        spec, true_shape, true_copies = MYSTERY_SPEC, MYSTERY_SHARD_SHAPE, MYSTERY_COPIES
+
+        given = tuple(keras_axes) if isinstance(keras_axes, (list, tuple)) else keras_axes
+        if given == spec:
+            fb.right("the Keras TensorLayout axes")
+        elif isinstance(given, tuple) and any(a in UNSHARDED_WORDS or a == "None" for a in given):
+            fb.wrong("Keras writes 'not split' as the Python value None, not as a string.")
+        elif isinstance(given, tuple) and sorted(map(str, given)) == sorted(map(str, spec)):
+            fb.wrong("Those are the right names in the wrong order: entry i is the mesh axis that splits array axis i.")
+        else:
+            fb.wrong("The Keras axes are one entry per array axis, the same entries as the PartitionSpec.",
+                     answer=f"keras_axes = {spec!r}")
+
+        want_dtensor = ["unsharded" if axis is None else axis for axis in spec]
+        got = list(dtensor_specs) if isinstance(dtensor_specs, (list, tuple)) else dtensor_specs
+        if isinstance(got, list) and [("unsharded" if a in UNSHARDED_WORDS else a) for a in got] == want_dtensor:
+            fb.right("the DTensor sharding specs")
+        elif isinstance(got, list) and None in got:
+            fb.wrong("DTensor has no None in its sharding specs: 'not split' is dtensor.UNSHARDED, the string "
+                     "'unsharded'.")
+        else:
+            fb.wrong("DTensor's sharding specs name the same mesh axes as the PartitionSpec, one per array axis.",
+                     answer=f"dtensor_specs = {want_dtensor!r}")
+
+        shape = as_shape(shard_shape)
+        if shape == true_shape and as_int(copies) == true_copies:
+            fb.right("each piece's shape and how many devices hold it")
+        elif shape != true_shape:
+            fb.wrong("The shape of one device's piece: divide each split array axis by the size of the mesh axis "
+                     "that splits it; an axis that is not split stays whole.",
+                     answer=f"shard_shape = {true_shape}")
+        else:
+            fb.wrong("Count again how many devices hold the same piece: the mesh axes the spec does not name "
+                     "replicate it.", answer=f"copies = {true_copies}")
+        return fb
+
+
+def _keys_and_axes(layout_map):
+    """The keys of a Keras 3 LayoutMap and each key's axes (exact-key lookup returns its layout)."""
+    return {key: tuple(layout_map[key].axes) for key in list(layout_map)}
+
+
+class PortLayoutMap(Exercise):
+    title = "Port a tf_keras LayoutMap to Keras 3"
+    points = 3
+    hints = (
+        "Keras 3 looks up variable.path, such as 'mlp3/d1/kernel', and each key must fit a whole path.",
+        "Write one key per weight, as a pattern for the whole path, e.g. '.*/d1/kernel'. Then re.match, "
+        "re.search and re.fullmatch all agree on it, so the map works on Keras 3.13 and 3.15.",
+        "Each value is a tuple of mesh axis names or None, one per weight axis: (None, 'model') splits the "
+        "columns. Weights that stay replicated need no key.",
+    )
+
+    def grade(self, layout_map):
+        fb = Feedback()
+        try:
+            keys = _keys_and_axes(layout_map)
+        except (TypeError, AttributeError, KeyError):
+            fb.wrong("layout_map must be a keras.distribution.LayoutMap with a TensorLayout (a tuple of axes) per key.")
+            return fb
+        if not keys:
+            fb.wrong("The map has no keys yet: add one per weight that the tf_keras map splits.")
+            return fb
+        if any("." in key and ".*" not in key for key in keys) or any(key.startswith("d") for key in keys):
+            fb.wrong("A key is still in tf_keras' form ('d1.kernel'): Keras 3 paths use '/' and start with the "
+                     "model's name.")
+        found = {rule: {} for rule in RULES}
+        for rule in RULES:
+            for path in PORT_SHAPES:
+                matching = [key for key in keys if getattr(re, rule)(key, path)]
+                found[rule][path] = "several" if len(matching) > 1 else (keys[matching[0]] if matching else None)
+        fullmatch = found["fullmatch"]
+        if any(value == "several" for rule in RULES for value in found[rule].values()):
+            fb.wrong("Some path matches several keys: Keras 3 raises ValueError there (tf_keras took the first). "
+                     "Make each key fit one weight only.")
+            return fb
+        if fullmatch == {path: axes for path, axes in PORT_AXES.items()}:
+            fb.right("every weight gets the layout of the tf_keras map", points=2)
+        else:
+            wrong = [path for path, axes in PORT_AXES.items() if fullmatch[path] != axes]
+            fb.wrong(f"Under Keras 3.15's rule (re.fullmatch) these weights get another layout than the tf_keras "
+                     f"map gives them: {wrong}.",
+                     answer="'.*/d1/kernel': (None, 'model'), '.*/d1/bias': ('model',), '.*/d2/kernel': ('model', None)")
+        if all(found[rule] == fullmatch for rule in RULES):
+            fb.right("the map means the same under re.match, re.search and re.fullmatch")
+        else:
+            fb.wrong("Your keys mean different things under re.match (tf_keras), re.search (Keras 3.13) and "
+                     "re.fullmatch (Keras 3.15): write each key as a pattern for the whole path.")
+        return fb
+
+
+def bytes_per_device_of_port(mesh_axes=MESH_AXES, layouts=PORT_AXES, shapes=PORT_SHAPES, bytes_per_number=4):
+    """The bytes of exercise 2's weights on each device under ``layouts`` (every device holds the same)."""
+    total = 0
+    for path, shape in shapes.items():
+        axes = layouts[path] or (None,) * len(shape)
+        total += bytes_per_number * math.prod(size // (mesh_axes[axis] if axis else 1) for size, axis in zip(shape, axes))
+    return total
+
+
+class PredictBytes(Exercise):
+    title = "Predict the bytes each device holds"
+    points = 2
+    hints = (
+        "Go weight by weight: divide each axis the layout splits by the size of its mesh axis (model = 2), "
+        "multiply the sizes, and count 4 bytes per float32.",
+        "Weights without a key are replicated: every device holds all of them. Adam's slots would double "
+        "and triple this; here only the weights count.",
+    )
+
+    def grade(self, weight_bytes_per_device, weight_bytes_total):
+        fb = Feedback()
+        per_device, total = as_int(weight_bytes_per_device), as_int(weight_bytes_total)
+        want_total = bytes_per_device_of_port(layouts={path: None for path in PORT_SHAPES})
+        want = bytes_per_device_of_port()
+        if total == want_total:
+            fb.right("the model's size")
+        elif total is not None and total * 4 == want_total:
+            fb.wrong("That is the number of weights; a float32 takes 4 bytes.")
+        else:
+            fb.wrong("Add up all six weights' sizes (784·256 + 256 + ...) at 4 bytes each.",
+                     answer=f"weight_bytes_total = {want_total}")
+        if per_device == want:
+            fb.right("the bytes on each device")
+        elif per_device is not None and per_device * 2 == want_total:
+            fb.wrong("Half of everything would mean every weight is split over 'model'; the replicated ones "
+                     "(d2's bias, d3) are held whole on every device.")
+        elif per_device is not None and per_device * 8 in (want, want_total):
+            fb.wrong("Only the 'model' axis (size 2) splits these weights; 'batch' splits the data, not them.")
+        else:
+            fb.wrong("Go weight by weight: split axes divided by 2, replicated weights whole.",
+                     answer=f"weight_bytes_per_device = {want}")
+        return fb
+
+
+CHAPTER = chapter(8, "Keras 3 on JAX", [ReadSharding, PortLayoutMap, PredictBytes], uses_tensorflow=False)
