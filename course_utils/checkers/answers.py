@@ -9,7 +9,7 @@ import math
 
 from ..meshes import UNSHARDED
 
-__all__ = ["UNSHARDED", "as_bool", "as_float", "as_int", "as_shape", "checker_mesh", "close",
+__all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_float", "as_int", "as_shape", "checker_mesh", "close",
            "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
            "quiet_tensorflow", "short_error", "specs"]
 
@@ -56,6 +56,26 @@ def as_bool(value):
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
     return None
+
+
+def as_bool_list(feedback, answer, count, item, meaning):
+    """``answer`` as a list of ``count`` booleans (``None`` where one is not a bool), one per ``item``.
+
+    When ``answer`` is not a list of ``count`` values, adds a hint to ``feedback`` saying what to
+    give and returns None.
+
+    Example:
+        >>> as_bool_list(Feedback(), [True, 0], 2, "call", "True = this call traces")
+        [True, False]
+    """
+    if isinstance(answer, (str, bytes, dict)) or not hasattr(answer, "__len__"):
+        feedback.wrong(f"Give a list of {count} booleans, one per {item} ({meaning}).")
+        return None
+    values = [as_bool(a) for a in answer]
+    if len(values) != count:
+        feedback.wrong(f"Give one True/False per {item}: {count} values, not {len(values)}.")
+        return None
+    return values
 
 
 def as_int(value):

@@ -1,7 +1,7 @@
 """Chapter 1 · Tensors and devices: the exercises' graders and hints."""
 import re
 
-from .answers import as_bool, as_float, as_int, close, grade_items, short_error
+from .answers import as_bool_list, as_float, as_int, close, grade_items, short_error
 from .core import Exercise, Feedback, chapter
 
 # Exercise 1: where each matmul of the exercise's code runs (a CPU index), or ERROR when its
@@ -133,12 +133,8 @@ class PredictTracing(Exercise):
 
     def grade(self, predictions):
         fb = Feedback()
-        if isinstance(predictions, (str, bytes, dict)) or not hasattr(predictions, "__len__"):
-            fb.wrong(f"Give a list of {len(CALLS)} booleans, one per call (True = this call traces).")
-            return fb
-        values = [as_bool(p) for p in predictions]
-        if len(values) != len(CALLS):
-            fb.wrong(f"Give one True/False per call: {len(CALLS)} values, not {len(values)}.")
+        values = as_bool_list(fb, predictions, len(CALLS), "call", "True = this call traces")
+        if values is None:
             return fb
         if any(v is None for v in values):
             fb.wrong("Use True or False for every call (None means you have not answered that call yet).")

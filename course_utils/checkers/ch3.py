@@ -1,7 +1,7 @@
 """Chapter 3 · Beyond one process: the exercises' graders and hints."""
 import json
 
-from .answers import as_bool, grade_items, is_placeholder
+from .answers import as_bool_list, grade_items, is_placeholder
 from .core import Exercise, Feedback, chapter
 
 MWMS_WORKERS = ["localhost:12345", "localhost:12346", "localhost:12347"]
@@ -229,12 +229,8 @@ class SyncAsync(Exercise):
 
     def grade(self, statements):
         fb = Feedback()
-        if isinstance(statements, (str, bytes, dict)) or not hasattr(statements, "__len__"):
-            fb.wrong(f"Give a list of {len(STATEMENTS)} booleans, one per statement (True = the statement is true).")
-            return fb
-        values = [as_bool(s) for s in statements]
-        if len(values) != len(STATEMENTS):
-            fb.wrong(f"Give one True/False per statement: {len(STATEMENTS)} values, not {len(values)}.")
+        values = as_bool_list(fb, statements, len(STATEMENTS), "statement", "True = the statement is true")
+        if values is None:
             return fb
         for i, (value, (_, truth, why)) in enumerate(zip(values, STATEMENTS), start=1):
             if value is None:

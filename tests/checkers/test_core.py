@@ -136,3 +136,16 @@ def test_solutions_are_the_solution_notebooks_code():
             assert exercise.call in source
             for line in exercise._solution.splitlines():
                 assert line in source, (path.name, exercise.name, line)
+
+
+def test_as_bool_list_reads_booleans_or_says_what_to_give():
+    from course_utils.checkers.answers import as_bool_list
+    from course_utils.checkers.core import Feedback
+
+    assert as_bool_list(Feedback(), [True, np.bool_(False), 1, None], 4, "call", "True = it traces") == [
+        True, False, True, None]
+    for answer, fragment in (("TFTF", "Give a list of 4 booleans, one per call (True = it traces)"),
+                             ([True], "4 values, not 1")):
+        feedback = Feedback()
+        assert as_bool_list(feedback, answer, 4, "call", "True = it traces") is None
+        assert fragment in feedback.render()
