@@ -190,39 +190,66 @@ class ShardShapes(Exercise):
         return fb
 
 
-MATMULS = {
-    "a": ("x ['batch', U] @ w [U, U]", False,
+MATMULS = {  # case: (x's layout @ w's layout, the collective DTensor runs (measured in the tests), why)
+    "a": ("x ['batch', U] @ w [U, U]", "none",
           "x is split by rows and w is replicated: each device multiplies its own rows of x by the whole w and "
           "gets its own rows of y. No communication."),
-    "b": ("x ['batch', U] @ w [U, 'model']", False,
+    "b": ("x ['batch', U] @ w [U, 'model']", "none",
           "each device has its rows of x with the whole contracted axis, and its columns of w: it computes its "
           "own block of y, laid out ['batch', 'model']. No communication."),
-    "c": ("x ['batch', 'model'] @ w ['model', U]", True,
+    "c": ("x ['batch', 'model'] @ w ['model', U]", ("all-reduce", "model"),
           "both operands split the CONTRACTED axis over 'model': each device computes only part of every dot "
-          "product, and the partial sums must be added across 'model' (an all-reduce)."),
-    "d": ("x ['batch', U] @ w ['model', U]", True,
-          "w is split along the contracted axis while x is not: a device holds only part of w's rows, so it can "
-          "compute only a partial sum; DTensor must sum across 'model' (or first all-gather w)."),
+          "product, and the partial sums are added across 'model': an all-reduce over 'model'."),
+    "d": ("x ['batch', U] @ w ['model', U]", ("all-reduce", "model"),
+          "only w splits the contracted axis: DTensor takes the matching columns of x on each device (no "
+          "communication for that), multiplies, and adds the partial sums: an all-reduce over 'model'."),
+    "e": ("x ['batch', 'model'] @ w [U, 'model']", ("all-gather", "model"),
+          "x splits the contracted axis but w needs it whole (w is split on its output columns instead): x's "
+          "feature blocks are first gathered across 'model' (an all-gather), then each device multiplies locally."),
 }
+NO_COLLECTIVE = ("none", "no", "nothing", "no collective", "no communication")
 
 
-class NeedsCollective(Exercise):
-    title = "Which matmul needs a collective?"
-    points = 4
+def _collective(raw):
+    """'none', or (kind, mesh axis) with the kind spelled 'all-reduce', 'all-gather' or 'reduce-scatter'."""
+    if isinstance(raw, str):
+        return "none" if raw.strip().lower() in NO_COLLECTIVE else None
+    if isinstance(raw, (list, tuple)) and len(raw) == 2 and all(isinstance(part, str) for part in raw):
+        kind = raw[0].lower().replace("_", "").replace("-", "").replace(" ", "")
+        kinds = {"allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter"}
+        return (kinds.get(kind, kind), raw[1].strip().strip("'\"").lower())
+    return None
+
+
+class WhichCollective(Exercise):
+    title = "Which collective, over which mesh axis?"
+    points = 5
     hints = (
-        "y[i, j] = sum over k of x[i, k] * w[k, j]. Which axis is summed over?",
-        "Communication is needed when a device holds only part of the k (contracted) axis of an operand.",
+        "y[i, j] = sum over k of x[i, k] * w[k, j]. Which axis is summed over, and which mesh axis splits it?",
+        "No device needs the others when each holds the WHOLE contracted axis of what it multiplies. When "
+        "partial sums over k are left on several devices, they must be added; when an operand must be whole "
+        "along k but is split, it must be gathered first.",
+        "The mesh axis of the collective is the one that splits the contracted axis k.",
     )
 
-    def grade(self, needs_collective):
-        expected = {k: truth for k, (_, truth, _) in MATMULS.items()}
+    def grade(self, collectives):
+        expected = {key: truth for key, (_, truth, _) in MATMULS.items()}
 
         def explain(key, given, raw):
+            case, truth, why = MATMULS[key]
             if given is None:
-                return f"answer True or False, got {raw!r}.", ""
-            return f"{MATMULS[key][0]}: think about the contracted axis.", MATMULS[key][2]
+                return (f"answer 'none' or a pair such as ('all-reduce', 'batch'), got {raw!r}.", "")
+            if truth == "none":
+                return f"{case}: does any device hold only part of the contracted axis?", why
+            if given == "none":
+                return f"{case}: some device holds only part of the contracted axis, so it cannot finish alone.", why
+            if given[1] != truth[1]:
+                return f"{case}: which mesh axis splits the contracted axis k?", why
+            return (f"{case}: the right axis, another collective: an all-reduce adds partial sums, an all-gather "
+                    f"makes a split operand whole before a local product.", why)
 
-        return grade_items(Feedback(), needs_collective, expected, explain, as_bool, "True or False per matmul")
+        return grade_items(Feedback(), collectives, expected, explain, _collective,
+                           "'none' or (collective, mesh axis) per matmul")
 
 
-CHAPTER = chapter(4, "DTensor meshes and layouts", [MeshAndLayout, PackByHand, ShardShapes, NeedsCollective])
+CHAPTER = chapter(4, "DTensor meshes and layouts", [MeshAndLayout, PackByHand, ShardShapes, WhichCollective])

@@ -140,10 +140,19 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '12)}\n'
                                       'copies = {"a": 2, "b": 4, "c": 1, "d": 8}'},
                    'q4': {'cell': 'ch4-q4',
-                          'call': 'ex.q4.check(needs_collective)',
-                          'solution': '# A device needs the others exactly when it holds only part of the '
-                                      'contracted axis of an operand.\n'
-                                      'needs_collective = {"a": False, "b": False, "c": True, "d": True}'}}},
+                          'call': 'ex.q4.check(collectives)',
+                          'solution': '# A collective is needed exactly when some device holds only part of '
+                                      'the contracted axis k of what it multiplies.\n'
+                                      'collectives = {\n'
+                                      '    "a": "none",\n'
+                                      '    "b": "none",\n'
+                                      '    "c": ("all-reduce", "model"),  # partial sums over k, added '
+                                      "across 'model'\n"
+                                      '    "d": ("all-reduce", "model"),  # DTensor slices x\'s columns '
+                                      'locally, then adds the partial sums\n'
+                                      '    "e": ("all-gather", "model"),  # x\'s k blocks are gathered '
+                                      'whole, because w keeps k whole\n'
+                                      '}'}}},
  5: {'keras': 'tf_keras',
      'exercises': {'q1': {'cell': 'ch5-q1',
                           'call': 'ex.q1.check(init_kernel)',

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch4
+from course_utils.checkers import ch4, exercises
 from course_utils.checkers.answers import global_numpy
 from helpers import assert_correct, assert_hint, grade
 
@@ -69,25 +69,37 @@ def test_ch4_q3_shard_shapes_and_copies(mesh42):
     assert_hint(grade(4, "q3", shapes, [2, 4, 1, 8]), "copies: give a dict")
 
 
-def test_ch4_q4_collectives(mesh42):
+def test_ch4_q4_answers_are_what_dtensor_runs(mesh42):
     import tensorflow as tf
-    from course_utils import pack_batch
+    from course_utils import collectives_run_by, pack_batch
     from tensorflow.experimental import dtensor
 
     U = dtensor.UNSHARDED
-    right = {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}
-    assert right == {"a": False, "b": False, "c": True, "d": True}
-    # Measured: in case c each device's local product is only a partial sum of its block of y.
+    layouts = {"a": (["batch", U], [U, U]), "b": (["batch", U], [U, "model"]), "c": (["batch", "model"], ["model", U]),
+               "d": (["batch", U], ["model", U]), "e": (["batch", "model"], [U, "model"])}
     x = np.arange(32, dtype="float32").reshape(8, 4)
     w = np.arange(24, dtype="float32").reshape(4, 6)
-    xs = pack_batch(x, dtensor.Layout(["batch", "model"], mesh42))
-    ws = pack_batch(w, dtensor.Layout(["model", U], mesh42))
-    local = [a.numpy() @ b.numpy() for a, b in zip(dtensor.unpack(xs), dtensor.unpack(ws))]
-    assert not np.allclose(local[0], (x @ w)[:2]) and np.allclose(local[0] + local[1], (x @ w)[:2])
-    y = tf.matmul(xs, ws)
-    assert dtensor.fetch_layout(y).sharding_specs == ["batch", U]
-    assert np.allclose(global_numpy(y), x @ w)
+    for key, (x_specs, w_specs) in layouts.items():
+        xs, ws = pack_batch(x, dtensor.Layout(x_specs, mesh42)), pack_batch(w, dtensor.Layout(w_specs, mesh42))
+        assert np.allclose(global_numpy(tf.matmul(xs, ws)), x @ w), key
+        runs = [(run.kind, run.axes[0]) for run in collectives_run_by(lambda: tf.matmul(xs, ws))]
+        assert runs == ([] if ch4.MATMULS[key][1] == "none" else [ch4.MATMULS[key][1]]), (key, runs)
+
+
+def test_ch4_q4_collectives():
+    right = {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}
     assert_correct(grade(4, "q4", right))
-    assert_hint(grade(4, "q4", dict(right, c=False)), "CONTRACTED axis", points=3)
-    assert_hint(grade(4, "q4", dict(right, b=True)), "No communication", points=3)
-    assert_hint(grade(4, "q4", dict(right, a="yes")), "answer True or False", points=3)
+    assert_correct(grade(4, "q4", dict(right, a="None", c=["AllReduce", "model"], e=("all_gather", "'model'"))))
+    assert_hint(grade(4, "q4", dict(right, c="none")), "cannot finish alone", points=4)
+    assert_hint(grade(4, "q4", dict(right, b=("all-reduce", "model"))), "does any device hold only part", points=4)
+    assert_hint(grade(4, "q4", dict(right, d=("all-reduce", "batch"))), "which mesh axis splits", points=4)
+    assert_hint(grade(4, "q4", dict(right, e=("all-reduce", "model"))), "another collective", points=4)
+    assert_hint(grade(4, "q4", dict(right, a=True)), "answer 'none' or a pair", points=4)
+    assert_hint(grade(4, "q4", dict(right, d=None)), "d: not answered yet", points=4)
+
+
+def test_ch4_q4_graded_feedback_keeps_the_answer_back():
+    right = {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}
+    result = exercises(4, mode="graded").q4.evaluate(dict(right, e=("all-reduce", "model")))
+    assert result.points == 4 and "another collective" in result.message
+    assert ch4.MATMULS["e"][2] not in result.message  # the explanation names the answer: self-study only
