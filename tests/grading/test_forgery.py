@@ -14,7 +14,7 @@ WRONG = {
     "ch3-q3": "answers = {'stop_signal': 'SIGTERM', 'peer_killed': 'A', 'restores': 'A'}\nex.q3.check(answers)",
     "ch3-q4": "statements = [True, False, False, True, False, True]\nex.q4.check(statements)",
 }
-REAL = {"q1": 2, "q2": 0, "q3": 0, "q4": 0}
+REAL = {"q1": 2, "q2": 0, "q3": 0, "q4": 0, "q5": 0}
 FORGERIES = {
     "grade_file": """
 import json, os

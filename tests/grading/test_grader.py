@@ -16,7 +16,7 @@ from course_utils.build import make_graded
 from course_utils.checkers import registry
 from notebooks import EXERCISE, MAX, ROOT, points, read_grades, right_answer, submission
 
-ALL_RIGHT = ["q1", "q2", "q3", "q4"]
+ALL_RIGHT = list(MAX)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_right_answers_score_full_marks_even_renamed(hostile):
 
 def test_a_syntax_error_costs_only_its_own_exercise(hostile):
     rows = table(hostile)["syntax.ipynb"]
-    assert points(table(hostile), "syntax.ipynb") == {"q1": 2, "q2": 2, "q3": 0, "q4": 0}
+    assert points(table(hostile), "syntax.ipynb") == {"q1": 2, "q2": 2, "q3": 0, "q4": 0, "q5": 0}
     assert rows["q3"]["status"].startswith("not checked: its cell raised SyntaxError: invalid syntax")
     assert rows["q4"]["status"] == "unanswered"
 
@@ -98,7 +98,7 @@ def test_a_kernel_that_dies(hostile):
 
 
 def test_an_answer_defined_in_a_later_cell_counts(hostile):
-    assert points(table(hostile), "answer_in_a_later_cell.ipynb") == {"q1": 0, "q2": 0, "q3": 3, "q4": 6}
+    assert points(table(hostile), "answer_in_a_later_cell.ipynb") == {"q1": 0, "q2": 0, "q3": 3, "q4": 6, "q5": 0}
 
 
 def test_kernels_inherit_the_data_folder_and_offline_mode(hostile):
@@ -124,7 +124,8 @@ def test_files_that_cannot_be_graded(hostile):
 def test_summary_per_submission_and_per_exercise(hostile):
     out = hostile[1].stdout
     assert "Per submission" in out and "Per exercise" in out and "Wrote " in out
-    assert "alice renamed.ipynb" in out and "13/13" in out and "3.q4" in out
+    full = sum(MAX.values())
+    assert "alice renamed.ipynb" in out and f"{full}/{full}" in out and "3.q4" in out
     assert "not a readable notebook" in out
 
 
@@ -159,7 +160,7 @@ def test_graded_handouts_record_feedback_without_answers_and_hints_can_cost(tmp_
 def test_chapter_option_overrides_the_notebook(tmp_path):
     submission(tmp_path / "a.ipynb", answers=ALL_RIGHT, metadata={"chapter": 1, "keras": "keras3"})
     rows = grade.grade_folder(tmp_path, timeout=240, chapter=3, echo=print)
-    assert sum(r["points"] for r in rows) == 13 and "metadata says chapter 1" in rows[0]["flags"]
+    assert sum(r["points"] for r in rows) == sum(MAX.values()) and "metadata says chapter 1" in rows[0]["flags"]
 
 
 def test_recursive_grades_subfolders(tmp_path):
@@ -209,7 +210,9 @@ def test_untouched_exercises_score_zero_and_solutions_full_marks(tmp_path):
         if submission_name.startswith("solution_"):
             assert all(r["status"] == "correct" and r["points"] == r["max_points"] for r in mine), mine
         else:
-            assert all(r["status"] == "unanswered" and r["points"] == 0 for r in mine), mine
+            # 0 everywhere; "incorrect" rather than "unanswered" where the hand-out is code to repair (3.q5)
+            assert all(r["points"] == 0 and r["status"] in ("unanswered", "incorrect") for r in mine), mine
+            assert [r["exercise"] for r in mine if r["status"] == "incorrect"] in ([], ["q5"]), mine
     assert EXERCISE.exists()
 
 
