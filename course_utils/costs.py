@@ -10,7 +10,7 @@ Pure Python: no TensorFlow needed.
 import dataclasses
 import math
 
-from course_utils.meshes import UNSHARDED
+from course_utils.meshes import UNSHARDED, mesh_text
 
 __all__ = ["Collective", "Product", "MatmulCost", "matmul_cost", "ring_bytes_sent"]
 
@@ -90,7 +90,7 @@ class MatmulCost:
         return self.forward.flops_per_device
 
     def __str__(self):
-        mesh = " x ".join(f"{name}={size}" for name, size in self.mesh_dims.items())
+        mesh = mesh_text(self.mesh_dims.items())
         held = ", ".join(f"{name} {size} B" for name, size in self.bytes_held.items())
         rows = [("product", "output layout", "FLOPs/device", "collective", "over", "moves",
                  "bytes", "sent/device", "on CPU runs as (sent)")]

@@ -1,6 +1,8 @@
 """The bytes each device of a mesh really holds, read from the per-device pieces of the arrays."""
 from collections.abc import Mapping
 
+from course_utils.meshes import mesh_text
+
 __all__ = ["bytes_per_device"]
 
 
@@ -9,7 +11,7 @@ def _short_name(device_type, index):
 
 
 def _mesh_name(kind, dims, devices):
-    return f"{kind} mesh {' x '.join(f'{name}={size}' for name, size in dims)} over {', '.join(devices)}"
+    return f"{kind} mesh {mesh_text(dims)} over {', '.join(devices)}"
 
 
 def _dtensor_pieces(value):

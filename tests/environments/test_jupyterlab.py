@@ -1,4 +1,4 @@
-"""JupyterLab in a real browser: chapter 4's layout explorer reacts, and an exercise gives feedback.
+"""JupyterLab in a real browser: chapter 4's two explorers react (layouts; predict-then-reveal costs), and an exercise gives feedback.
 
 ``python3 course.py test --env browser`` runs this with the main environment's JupyterLab (and its
 ipywidgets 8). JupyterLab starts on a free localhost port in a temporary folder holding a copy of
@@ -137,7 +137,7 @@ def wait_for_change(locator, before, what):
         time.sleep(0.2)
 
 
-def test_layout_explorer_reacts_to_its_widgets(page, lab):
+def test_layout_explorers_react_to_their_widgets(page, lab):
     open_and_run_all(page, lab, CHAPTER)
     explorer = page.locator(".widget-vbox").filter(has_text="mesh axis names").last
     explorer.scroll_into_view_if_needed()
@@ -160,6 +160,26 @@ def test_layout_explorer_reacts_to_its_widgets(page, lab):
     expect(result).to_contain_text("This layout does not work")
     expect(result).to_contain_text("does not divide evenly")
     page.screenshot(path=ARTIFACTS / "jupyterlab-explorer-explains.png")
+
+    operation = page.locator(".widget-vbox").filter(has_text="Reveal what DTensor runs").last
+    operation.scroll_into_view_if_needed()
+    revealed = operation.locator(".widget-output")
+    menu = lambda label: operation.locator(".widget-dropdown", has_text=label).locator("select")
+    expect(revealed).to_contain_text("Predict first")
+    menu("x axis 1").select_option("model")  # case 3: the contracted axis split over model
+    menu("w axis 0").select_option("model")
+    menu("y's layout").select_option("['batch', 'unsharded']")
+    operation.locator(".widget-checkbox", has_text="all-reduce over model").locator("input").check()
+    operation.locator("button", has_text="Reveal").click()
+    expect(revealed).to_contain_text("predicted = measured")
+    expect(revealed).to_contain_text("y's layout: ✓ right")
+    expect(revealed).to_contain_text("forward collectives: ✓ right")
+    page.screenshot(path=ARTIFACTS / "jupyterlab-operation-revealed.png")
+    menu("w axis 0").select_option("batch")  # contracted over model in x, over batch in w
+    expect(revealed).to_contain_text("Predict first")
+    operation.locator("button", has_text="Reveal").click()
+    expect(revealed).to_contain_text("DTensor cannot multiply these layouts")
+    page.screenshot(path=ARTIFACTS / "jupyterlab-operation-explains.png")
     expect(page.locator("body")).not_to_contain_text("Error displaying widget")
 
 
