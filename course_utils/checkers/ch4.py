@@ -1,6 +1,7 @@
 """Chapter 4 · DTensor meshes and layouts: the exercises' graders and hints."""
 from .answers import (UNSHARDED, as_bool, as_int, as_shape, grade_items, is_placeholder, layout_of,
                       mesh_dims, short_error, specs)
+from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
 
@@ -252,4 +253,64 @@ class WhichCollective(Exercise):
                            "'none' or (collective, mesh axis) per matmul")
 
 
-CHAPTER = chapter(4, "DTensor meshes and layouts", [MeshAndLayout, PackByHand, ShardShapes, WhichCollective])
+# Exercise 5: y = x @ w with x (1024, 4096) and w (4096, 4096) in float32 on the batch=4 x model=2 mesh.
+COST_SHAPES = ([1024, 4096], [4096, 4096])
+COST_LAYOUTS = {"a": (["batch", UNSHARDED], [UNSHARDED, UNSHARDED]),  # data parallel
+                "b": (["batch", UNSHARDED], [UNSHARDED, "model"])}   # w split on its output columns
+
+
+def layout_costs():
+    """{"a_held": ..., "a_sent": ..., "b_held": ..., "b_sent": ...}: w's bytes per device, backward bytes sent."""
+    truth = {}
+    for case, (x_specs, w_specs) in COST_LAYOUTS.items():
+        cost = matmul_cost(COST_SHAPES[0], x_specs, COST_SHAPES[1], w_specs, dict(MESH))
+        truth[f"{case}_held"] = cost.bytes_held["w"]
+        truth[f"{case}_sent"] = round(sum(c.bytes_sent_per_device for p in cost.backward for c in p.collectives))
+    return truth
+
+
+def _whole_bytes(raw):
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) and not hasattr(raw, "__index__"):
+        return None
+    return round(float(raw))
+
+
+class LayoutCost(Exercise):
+    title = "What does a layout cost? Bytes held and bytes sent"
+    points = 4
+    hints = (
+        "Bytes held: the elements of w's block on one device, times 4 bytes per float32. A mesh axis that "
+        "splits an axis of w divides it; the others replicate it.",
+        "The backward pass runs dx = dy · wᵀ and dw = xᵀ · dy. dw contracts over the batch, which 'batch' "
+        "splits: each device's dw block is a partial sum, all-reduced over 'batch'. In (b), dx contracts over "
+        "w's output columns, which 'model' splits: dx's block is all-reduced over 'model' too.",
+        "A ring all-reduce over n devices sends 2 (n-1)/n · B from each device, where B is the bytes of the "
+        "block the group adds up (dw's block, or dx's block: x's rows on one device by 4096 features).",
+    )
+
+    def grade(self, costs):
+        truth = layout_costs()
+
+        def explain(key, given, raw):
+            right = truth[key]
+            if given is None:
+                return f"give a number of bytes (an int, or an expression such as 4096 * 4096 * 4), got {raw!r}.", ""
+            if given * 4 == right:
+                return "count bytes, not numbers: a float32 takes 4 bytes.", ""
+            if key.endswith("_held"):
+                if key == "b_held" and given == truth["a_held"]:
+                    return "in (b) 'model' splits w's columns: each device holds half of w.", ""
+                return "w's block on one device, times 4 bytes.", ""
+            if given * 2 == right:
+                return ("an all-reduce sends 2 (n-1)/n · B per device (a reduce-scatter, then an "
+                        f"all-gather), not (n-1)/n · B.", "")
+            if key == "b_sent" and given < right:
+                return ("the backward pass of (b) runs two all-reduces: dw over 'batch' and dx over "
+                        "'model'. Add both.", "")
+            return "find each all-reduce of the backward pass, its B and its n, and add 2 (n-1)/n · B.", ""
+
+        return grade_items(Feedback(), costs, truth, explain, _whole_bytes, "bytes, one number per key")
+
+
+CHAPTER = chapter(4, "DTensor meshes and layouts", [MeshAndLayout, PackByHand, ShardShapes, WhichCollective,
+                                                     LayoutCost])

@@ -152,6 +152,23 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       'locally, then adds the partial sums\n'
                                       '    "e": ("all-gather", "model"),  # x\'s k blocks are gathered '
                                       'whole, because w keeps k whole\n'
+                                      '}'},
+                   'q5': {'cell': 'ch4-q5',
+                          'call': 'ex.q5.check(costs)',
+                          'solution': 'w_bytes = 4096 * 4096 * 4                 # 64 MiB of float32\n'
+                                      "dx_block = 1024 // 4 * 4096 * 4           # one device's rows of dx: "
+                                      '4 MiB\n'
+                                      'costs = {\n'
+                                      '    "a_held": w_bytes,                    # replicated: the whole w '
+                                      'everywhere\n'
+                                      '    "a_sent": 2 * 3 / 4 * w_bytes,        # dw all-reduced over '
+                                      "'batch' (n = 4): 96 MiB\n"
+                                      '    "b_held": w_bytes // 2,               # columns split over '
+                                      "'model'\n"
+                                      '    "b_sent": 2 * 3 / 4 * w_bytes / 2     # dw\'s half all-reduced '
+                                      "over 'batch': 48 MiB\n"
+                                      "              + 2 * 1 / 2 * dx_block,     # + dx's partial sums "
+                                      "all-reduced over 'model' (n = 2): 4 MiB\n"
                                       '}'}}},
  5: {'keras': 'tf_keras',
      'exercises': {'q1': {'cell': 'ch5-q1',

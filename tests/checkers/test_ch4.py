@@ -103,3 +103,23 @@ def test_ch4_q4_graded_feedback_keeps_the_answer_back():
     result = exercises(4, mode="graded").q4.evaluate(dict(right, e=("all-reduce", "model")))
     assert result.points == 4 and "another collective" in result.message
     assert ch4.MATMULS["e"][2] not in result.message  # the explanation names the answer: self-study only
+
+
+W_BYTES = 4096 * 4096 * 4
+COSTS = {"a_held": W_BYTES, "a_sent": 1.5 * W_BYTES, "b_held": W_BYTES // 2, "b_sent": 0.75 * W_BYTES + 2**22}
+
+
+def test_ch4_q5_truth_comes_from_the_cost_model():
+    assert ch4.layout_costs() == {key: round(value) for key, value in COSTS.items()}
+
+
+def test_ch4_q5_layout_cost():
+    assert_correct(grade(4, "q5", COSTS))
+    assert_correct(grade(4, "q5", {key: np.int64(value) for key, value in COSTS.items()}))
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=4096 * 4096)), "a float32 takes 4 bytes", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES)), "each device holds half of w", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, a_sent=0.75 * W_BYTES)), "not (n-1)/n", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=0.75 * W_BYTES)), "Add both", points=3)  # forgot dx over model
+    assert_hint(grade(4, "q5", dict(COSTS, a_sent=2 * W_BYTES)), "find each all-reduce", points=3)  # n, not (n-1)/n
+    assert_hint(grade(4, "q5", dict(COSTS, a_sent="96 MiB")), "give a number of bytes", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=None)), "b_sent: not answered yet", points=3)
