@@ -1,8 +1,10 @@
 """Chapter 5 · DTensor with Keras (tf_keras): the exercises' graders and hints."""
+import math
 import re
 import sys
 
-from .answers import UNSHARDED, global_numpy, layout_of, mesh_dims, short_error, specs
+from .answers import UNSHARDED, global_numpy, grade_items, layout_of, mesh_dims, short_error, specs
+from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
 
@@ -271,4 +273,103 @@ class PackTrainingBatch(Exercise):
         return fb
 
 
-CHAPTER = chapter(5, "DTensor with Keras", [Seeds, ShardedDense, LayoutMapKeys, PackTrainingBatch])
+# Exercise 5: Flatten -> Dense(2048, "d1") -> Dense(10, "d2") with Adam, a global batch of 128 on batch=4 x model=2.
+BUDGET_MESH = {"batch": 4, "model": 2}
+BUDGET_BATCH, BUDGET_HIDDEN = 128, 2048
+BUDGET_BYTES = 10 * 2**20
+BUDGET_SHAPES = {"d1.kernel": (784, BUDGET_HIDDEN), "d1.bias": (BUDGET_HIDDEN,),
+                 "d2.kernel": (BUDGET_HIDDEN, 10), "d2.bias": (10,)}
+BUDGET_PLACEMENTS = {  # specs of d1.kernel, d1.bias, d2.kernel, d2.bias: the chapter's four placements
+    "data parallel": ([UNSHARDED, UNSHARDED], [UNSHARDED], [UNSHARDED, UNSHARDED], [UNSHARDED]),
+    "FSDP-style": (["batch", UNSHARDED], [UNSHARDED], [UNSHARDED, UNSHARDED], [UNSHARDED]),
+    "tensor parallel": ([UNSHARDED, "model"], ["model"], ["model", UNSHARDED], [UNSHARDED]),
+    "2-D": (["batch", "model"], ["model"], ["model", UNSHARDED], [UNSHARDED]),
+}
+
+
+def budget_memory():
+    """Bytes one device holds per placement: the weights and Adam's two slots in their layouts (counter left out)."""
+    return {name: 3 * sum(4 * math.prod(shape) // math.prod(BUDGET_MESH.get(s, 1) for s in spec)
+                          for shape, spec in zip(BUDGET_SHAPES.values(), specs))
+            for name, specs in BUDGET_PLACEMENTS.items()}
+
+
+def budget_bytes_sent():
+    """Bytes one device sends per training step, per placement, as DTensor runs the collectives on CPU.
+
+    Priced with ``matmul_cost``: d1's product and its weight gradient (the first layer needs no
+    input gradient), then d2's product and both gradients; each gradient in its weight's layout.
+    """
+    sent = {}
+    for name, (d1_kernel, _, d2_kernel, _) in BUDGET_PLACEMENTS.items():
+        d1 = matmul_cost([BUDGET_BATCH, 784], ["batch", UNSHARDED], BUDGET_SHAPES["d1.kernel"], d1_kernel,
+                         BUDGET_MESH, dw_specs=d1_kernel)
+        d2 = matmul_cost([BUDGET_BATCH, BUDGET_HIDDEN], d1.output_specs, BUDGET_SHAPES["d2.kernel"], d2_kernel,
+                         BUDGET_MESH, dw_specs=d2_kernel)
+        products = [d1.forward, d1.backward[1], d2.forward, *d2.backward]
+        sent[name] = round(sum(c.bytes_sent_on_cpu for p in products for c in p.collectives))
+    return sent
+
+
+def _placement_name(raw):
+    if not isinstance(raw, str):
+        return None
+    words = raw.strip().lower().replace("_", " ").replace("-", " ")
+    for name in BUDGET_PLACEMENTS:
+        if words == name.lower().replace("-", " ") or words == name.lower().replace("-", " ").split()[0]:
+            return name
+    return None
+
+
+class MemoryBudget(Exercise):
+    title = "The cheapest placement that fits a memory budget"
+    points = 5
+    hints = (
+        "Bytes one device holds for a weight: 4 bytes per number, divided by the size of every mesh axis "
+        "that splits it. Adam keeps two slots per weight in the same layout: three times the weights' bytes.",
+        "Work weight by weight (d1.kernel, d1.bias, d2.kernel, d2.bias) with the specs of each placement, "
+        "then add them up and multiply by 3.",
+        "A placement fits when its total is at most the budget. Among those, take the one that sends the "
+        "fewest bytes per step (the table printed above the exercise), not the one that holds the least.",
+    )
+
+    def grade(self, memory, choice):
+        fb = Feedback()
+        truth = budget_memory()
+        weights_only = {name: total // 3 for name, total in truth.items()}
+
+        def explain(name, given, raw):
+            if given is None:
+                return f"give a number of bytes, got {raw!r}.", ""
+            if given == weights_only[name]:
+                return "that is the weights alone: add Adam's two slots, each as big as the weight.", ""
+            if given * 4 == truth[name]:
+                return "count bytes, not numbers: a float32 takes 4 bytes.", ""
+            return "add, weight by weight, 4 bytes per number divided by the mesh axes that split it; times 3.", ""
+
+        def whole_bytes(raw):
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)) and not hasattr(raw, "__index__"):
+                return None
+            return round(float(raw))
+
+        grade_items(fb, memory, truth, explain, whole_bytes, "bytes per device, one number per placement")
+        fitting = [name for name, total in truth.items() if total <= BUDGET_BYTES]
+        sent = budget_bytes_sent()
+        best = min(fitting, key=sent.get)
+        picked = _placement_name(choice)
+        if picked == best:
+            fb.right(f"choice: {best}")
+        elif picked is None:
+            fb.wrong(f"choice: name one of {list(BUDGET_PLACEMENTS)}, got {choice!r}.")
+        elif picked not in fitting:
+            fb.wrong(f"choice: {picked} holds more than the budget of {BUDGET_BYTES:,} bytes per device.")
+        elif truth[picked] == min(truth[name] for name in fitting):
+            fb.wrong("choice: it fits and holds the least, but it is not the one that sends the fewest bytes per step.",
+                     answer=f"choice = {best!r}")
+        else:
+            fb.wrong("choice: it fits, but another placement that fits sends fewer bytes per step.",
+                     answer=f"choice = {best!r}")
+        return fb
+
+
+CHAPTER = chapter(5, "DTensor with Keras", [Seeds, ShardedDense, LayoutMapKeys, PackTrainingBatch, MemoryBudget])

@@ -205,7 +205,23 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '"batch", rank=4))\n'
                                       '    labels = pack_batch(labels, dtensor.Layout.batch_sharded(mesh, '
                                       '"batch", rank=1))\n'
-                                      '    return images, labels'}}},
+                                      '    return images, labels'},
+                   'q5': {'cell': 'ch5-q5',
+                          'call': 'ex.q5.check(memory, choice)',
+                          'solution': 'd1_kernel, d1_bias, d2_kernel, d2_bias = 784 * 2048 * 4, 2048 * 4, '
+                                      '2048 * 10 * 4, 10 * 4  # bytes, whole\n'
+                                      'memory = {\n'
+                                      '    "data parallel": 3 * (d1_kernel + d1_bias + d2_kernel + '
+                                      'd2_bias),\n'
+                                      '    "FSDP-style": 3 * (d1_kernel // 4 + d1_bias + d2_kernel + '
+                                      'd2_bias),\n'
+                                      '    "tensor parallel": 3 * (d1_kernel // 2 + d1_bias // 2 + d2_kernel '
+                                      '// 2 + d2_bias),\n'
+                                      '    "2-D": 3 * (d1_kernel // 8 + d1_bias // 2 + d2_kernel // 2 + '
+                                      'd2_bias),\n'
+                                      '}\n'
+                                      'choice = "tensor parallel"  # fits (9.3 MiB); 2-D holds less but '
+                                      'sends twice as much on these CPUs'}}},
  6: {'keras': 'tf_keras',
      'exercises': {'q1': {'cell': 'ch6-q1',
                           'call': 'ex.q1.check(xavier_limit, init_weight)',

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch5
+from course_utils.checkers import ch5, exercises
 from helpers import assert_correct, assert_hint, grade
 
 
@@ -112,3 +112,32 @@ def test_ch5_q4_pack_fn(mesh42):
     assert_hint(grade(5, "q4", packer(["batch", U, U, U], ["batch"], flat)), "batch x model mesh")
     assert_hint(grade(5, "q4", lambda images, labels: (images, labels)), "not a DTensor")
     assert_hint(grade(5, "q4", lambda images, labels: images), "return a pair")
+
+
+MEMORY = {"data parallel": 19_538_040, "FSDP-style": 5_087_352, "tensor parallel": 9_769_080, "2-D": 2_543_736}
+
+
+def test_ch5_q5_truth_follows_shapes_layouts_and_the_cost_model():
+    assert ch5.budget_memory() == MEMORY
+    sent = ch5.budget_bytes_sent()
+    assert sent["tensor parallel"] < sent["2-D"] < sent["data parallel"] < sent["FSDP-style"]
+    assert [name for name, total in MEMORY.items() if total <= ch5.BUDGET_BYTES] == ["FSDP-style", "tensor parallel", "2-D"]
+
+
+def test_ch5_q5_memory_budget():
+    assert_correct(grade(5, "q5", MEMORY, "tensor parallel"))
+    assert_correct(grade(5, "q5", {k: float(v) for k, v in MEMORY.items()}, "Tensor_Parallel"))
+    weights_only = {k: v // 3 for k, v in MEMORY.items()}
+    assert_hint(grade(5, "q5", weights_only, "tensor parallel"), "add Adam's two slots", points=1)
+    assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": MEMORY["2-D"] // 4}), "tensor parallel"), "4 bytes", points=4)
+    assert_hint(grade(5, "q5", dict(MEMORY, **{"FSDP-style": 3 * 1_655_784}), "tensor parallel"), "times 3", points=4)
+    assert_hint(grade(5, "q5", MEMORY, "2-D"), "holds the least, but", points=4)  # smallest, not cheapest
+    assert_hint(grade(5, "q5", MEMORY, "data parallel"), "holds more than the budget", points=4)
+    assert_hint(grade(5, "q5", MEMORY, "FSDP-style"), "another placement that fits", points=4)
+    assert_hint(grade(5, "q5", MEMORY, "pipeline"), "name one of", points=4)
+    assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": None}), "tensor parallel"), "2-D: not answered yet", points=4)
+
+
+def test_ch5_q5_graded_feedback_keeps_the_choice_back():
+    result = exercises(5, mode="graded").q5.evaluate(MEMORY, "2-D")
+    assert result.points == 4 and "'tensor parallel'" not in result.message
