@@ -310,6 +310,39 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '            v.assign_add((g * g - v) * (1 - self.beta_2))\n'
                                       '            param.assign_sub(alpha * m / (tf.sqrt(v) + '
                                       'self.epsilon))'}}},
+ 7: {'keras': 'keras3',
+     'exercises': {'q1': {'cell': 'ch7-q1',
+                          'call': 'ex.q1.check(restored)',
+                          'solution': 'mesh_rows = make_mesh([("rows", 8)])\n'
+                                      'restored = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, '
+                                      'dtensor.Layout(["rows", U], mesh_rows), shape=[16, 32]))\n'
+                                      'tf.train.Checkpoint(w=restored).restore(checkpoint_path).assert_consumed()  '
+                                      '# the same name, w'},
+                   'q2': {'cell': 'ch7-q2',
+                          'call': 'ex.q2.check(found)',
+                          'solution': 'found = {\n'
+                                      '    "kernel, tf_keras": ".*dense_1/kernel",  # \'dense_1\' does not '
+                                      "match from the start of 'mlp/...'\n"
+                                      '    "kernel, keras_3_13": "ValueError",      # both keys occur '
+                                      'somewhere in the path\n'
+                                      '    "kernel, keras_3_15": ".*dense_1/kernel",  # only this one '
+                                      'matches the whole path\n'
+                                      '    "bias, tf_keras": "replicated",\n'
+                                      '    "bias, keras_3_13": "dense_1",\n'
+                                      '    "bias, keras_3_15": "replicated",\n'
+                                      '}'},
+                   'q3': {'cell': 'ch7-q3',
+                          'call': 'ex.q3.check(kinds, beyond_layouts)',
+                          'solution': 'kinds = {"a": "tensor", "b": "pipeline", "c": "sequence", "d": '
+                                      '"expert"}\n'
+                                      'beyond_layouts = {"b", "d"}  # a schedule of stages in time; tokens '
+                                      'routed where a router decides'},
+                   'q4': {'cell': 'ch7-q4',
+                          'call': 'ex.q4.check(idle, micro_batches)',
+                          'solution': 'idle = (4 - 1) / (12 + 4 - 1)                                    # '
+                                      '0.2\n'
+                                      'micro_batches = next(m for m in range(1, 1000) if (8 - 1) / (m + 8 - '
+                                      '1) <= 0.1)  # 63'}}},
  8: {'keras': 'keras3-jax',
      'exercises': {'q1': {'cell': 'ch8-q1',
                           'call': 'ex.q1.check(keras_axes, dtensor_specs, shard_shape, copies)',

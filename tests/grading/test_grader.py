@@ -39,8 +39,8 @@ def hostile(tmp_path_factory):
     nb = nbformat.v4.new_notebook(metadata={"course": {}})
     nb.cells = [nbformat.v4.new_code_cell("print('hello')")]
     nbformat.write(nb, folder / "no_metadata_no_exercises.ipynb")
-    nb.metadata["course"] = {"chapter": 7, "keras": "keras3"}
-    nbformat.write(nb, folder / "chapter7.ipynb")
+    nb.metadata["course"] = {"chapter": 0, "keras": "keras3"}  # the welcome chapter has no exercises
+    nbformat.write(nb, folder / "chapter0.ipynb")
     (folder / "not_a_notebook.ipynb").write_text("This is my essay, not a notebook.")
     (folder / "corrupt.ipynb").write_text('{"cells": [{"cell_type": "code", "source": "1 +')
     (folder / "notes.txt").write_text("ignored: only .ipynb files are graded")
@@ -66,7 +66,7 @@ def test_grader_exits_zero_and_writes_one_row_per_exercise(hostile):
     assert result.returncode == 0, result.stdout + result.stderr
     rows, graded = read_grades(folder / "grades.csv")
     assert list(rows[0]) == grade.COLUMNS
-    not_graded = ["chapter7.ipynb", "corrupt.ipynb", "no_metadata_no_exercises.ipynb", "not_a_notebook.ipynb"]
+    not_graded = ["chapter0.ipynb", "corrupt.ipynb", "no_metadata_no_exercises.ipynb", "not_a_notebook.ipynb"]
     assert len(graded) == 12 and "late/bob.ipynb" not in graded  # notes.txt and late/ are not graded
     for name, exercises in graded.items():
         if name not in not_graded:
@@ -116,7 +116,7 @@ def test_files_that_cannot_be_graded(hostile):
     assert points(graded, "no_metadata.ipynb")["q4"] == 6  # the chapter is read from its cells
     assert "has no course.chapter metadata, but its cells are chapter 3's" in graded["no_metadata.ipynb"]["q4"]["flags"]
     assert graded["no_metadata_no_exercises.ipynb"][""]["status"].startswith("not graded: the notebook has no")
-    assert graded["chapter7.ipynb"][""]["status"] == "not graded: chapter 7 has no graded exercises"
+    assert graded["chapter0.ipynb"][""]["status"] == "not graded: chapter 0 has no graded exercises"
     for name in ("not_a_notebook.ipynb", "corrupt.ipynb"):
         assert graded[name][""]["status"].startswith("not graded: not a readable notebook")
 
@@ -176,7 +176,7 @@ def test_bad_usage_exits_non_zero(tmp_path, capsys):
     assert grade.main([str(tmp_path / "missing")]) == 2
     assert "is not a folder" in capsys.readouterr().err
     assert grade.main([str(tmp_path), "--timeout", "0"]) == 2
-    assert grade.main([str(tmp_path), "--chapter", "7"]) == 2
+    assert grade.main([str(tmp_path), "--chapter", "9"]) == 2
     assert "graded exercises for chapters" in capsys.readouterr().err
     assert grade.main([str(tmp_path), "--output", str(tmp_path / "missing" / "grades.csv")]) == 2
     assert "cannot write the table" in capsys.readouterr().err
