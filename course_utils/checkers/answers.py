@@ -9,7 +9,7 @@ import math
 
 from ..meshes import UNSHARDED
 
-__all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_float", "as_int", "as_shape", "checker_mesh", "close",
+__all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_bytes", "as_float", "as_int", "as_shape", "checker_mesh", "close",
            "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
            "quiet_tensorflow", "short_error", "specs"]
 
@@ -88,6 +88,13 @@ def as_int(value):
     except (TypeError, ValueError, OverflowError):
         pass
     return None
+
+
+def as_bytes(value):
+    """A whole number of bytes from an int or a float such as ``2 * 3 / 4 * n`` (rounded); else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__index__"):
+        return None
+    return round(float(value))
 
 
 def as_shape(value):

@@ -1,5 +1,5 @@
 """Chapter 4 · DTensor meshes and layouts: the exercises' graders and hints."""
-from .answers import (UNSHARDED, as_bool, as_int, as_shape, grade_items, is_placeholder, layout_of,
+from .answers import (UNSHARDED, as_bool, as_bytes, as_int, as_shape, grade_items, is_placeholder, layout_of,
                       mesh_dims, short_error, specs)
 from ..costs import matmul_cost
 from ..meshes import mesh_text
@@ -269,12 +269,6 @@ def layout_costs():
     return truth
 
 
-def _whole_bytes(raw):
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) and not hasattr(raw, "__index__"):
-        return None
-    return round(float(raw))
-
-
 class LayoutCost(Exercise):
     title = "What does a layout cost? Bytes held and bytes sent"
     points = 4
@@ -309,7 +303,7 @@ class LayoutCost(Exercise):
                         "'model'. Add both.", "")
             return "find each all-reduce of the backward pass, its B and its n, and add 2 (n-1)/n · B.", ""
 
-        return grade_items(Feedback(), costs, truth, explain, _whole_bytes, "bytes, one number per key")
+        return grade_items(Feedback(), costs, truth, explain, as_bytes, "bytes, one number per key")
 
 
 CHAPTER = chapter(4, "DTensor meshes and layouts", [MeshAndLayout, PackByHand, ShardShapes, WhichCollective,

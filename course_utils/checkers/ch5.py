@@ -3,7 +3,7 @@ import math
 import re
 import sys
 
-from .answers import UNSHARDED, global_numpy, grade_items, layout_of, mesh_dims, short_error, specs
+from .answers import UNSHARDED, as_bytes, global_numpy, grade_items, layout_of, mesh_dims, short_error, specs
 from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
@@ -347,12 +347,7 @@ class MemoryBudget(Exercise):
                 return "count bytes, not numbers: a float32 takes 4 bytes.", ""
             return "add, weight by weight, 4 bytes per number divided by the mesh axes that split it; times 3.", ""
 
-        def whole_bytes(raw):
-            if isinstance(raw, bool) or not isinstance(raw, (int, float)) and not hasattr(raw, "__index__"):
-                return None
-            return round(float(raw))
-
-        grade_items(fb, memory, truth, explain, whole_bytes, "bytes per device, one number per placement")
+        grade_items(fb, memory, truth, explain, as_bytes, "bytes per device, one number per placement")
         fitting = [name for name, total in truth.items() if total <= BUDGET_BYTES]
         sent = budget_bytes_sent()
         best = min(fitting, key=sent.get)

@@ -149,3 +149,10 @@ def test_as_bool_list_reads_booleans_or_says_what_to_give():
         feedback = Feedback()
         assert as_bool_list(feedback, answer, 4, "call", "True = it traces") is None
         assert fragment in feedback.render()
+
+
+def test_as_bytes_rounds_numbers_and_refuses_the_rest():
+    from course_utils.checkers.answers import as_bytes
+
+    assert as_bytes(2 * 3 / 4 * 96) == 144 and as_bytes(np.int64(48)) == 48 and as_bytes(47.6) == 48
+    assert as_bytes(True) is None and as_bytes("96 MiB") is None and as_bytes(None) is None
