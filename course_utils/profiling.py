@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import math
 import tempfile
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -30,6 +31,10 @@ COLLECTIVE_KINDS = {
     "CollectiveReduceScatterV2": "reduce-scatter",
     "CollectiveAllToAllV2": "all-to-all",
 }
+# A collective is an asynchronous kernel: it writes its trace event just after its result is ready,
+# so the trace waits a moment before it stops, and is taken again if an event still went missing.
+TRACE_GRACE_SECONDS = 0.2
+TRACE_ATTEMPTS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +113,7 @@ def _trace(fn, xplane_pb2):
         tf.profiler.experimental.start(logdir)
         try:
             _wait_for(fn())
+            time.sleep(TRACE_GRACE_SECONDS)
         finally:
             tf.profiler.experimental.stop()
         return [xplane_pb2.XSpace.FromString(path.read_bytes()) for path in Path(logdir).rglob("*.xplane.pb")]
@@ -225,6 +231,19 @@ def _describe(node, nodes, mesh_string, count):
     )
 
 
+def _owners(function_runs):
+    """{collective's trace name: [(function, what _program_nodes found)]} over the functions that ran.
+
+    The same name can stand in several programs (e.g. the two matmuls of a gradient).
+    """
+    owners = defaultdict(list)
+    for function in sorted(function_runs):
+        if context.context().has_function(function):  # plain eager kernels run outside functions
+            for name, found in _program_nodes(function).items():
+                owners[name].append((function, found))
+    return owners
+
+
 def collectives_run_by(fn):
     """Run ``fn()`` under TensorFlow's profiler and list the collectives its DTensor programs ran.
 
@@ -250,12 +269,12 @@ def collectives_run_by(fn):
         [('all-reduce', ('model',), 32)]
     """
     xplane_pb2 = _xplane_pb2()
-    function_runs, kernel_runs = _events(_trace(fn, xplane_pb2))
-    owners = defaultdict(list)  # the same name can stand in several programs (e.g. the two matmuls of a gradient)
-    for function in sorted(function_runs):
-        if context.context().has_function(function):  # plain eager kernels run outside functions
-            for name, found in _program_nodes(function).items():
-                owners[name].append((function, found))
+    for _ in range(TRACE_ATTEMPTS):
+        function_runs, kernel_runs = _events(_trace(fn, xplane_pb2))
+        owners = _owners(function_runs)
+        if all(kernel_runs[name] >= sum(function_runs[function] for function, _ in found)
+               for name, found in owners.items()):
+            break  # no collective event went missing (else take the trace again; keep the last)
     runs = []
     for name, count in sorted(kernel_runs.items()):
         if name not in owners:

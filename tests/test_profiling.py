@@ -5,6 +5,7 @@ import tensorflow as tf
 from tensorflow.experimental import dtensor
 
 from course_utils import collectives_run_by, make_mesh, pack_batch
+from course_utils import profiling
 from course_utils.profiling import XPLANE_MODULE
 
 U = dtensor.UNSHARDED
@@ -61,6 +62,24 @@ def test_same_name_in_two_programs_is_told_apart(mesh2d):
     runs = collectives_run_by(lambda: tape.gradient(y, [x, w], output_gradients=dy))
     assert sorted((r.axes, r.shape, r.runs) for r in runs) == [(("batch",), (6, 2), 8), (("model",), (2, 6), 8)]
 
+
+
+def test_a_trace_missing_a_collective_event_is_taken_again(mesh2d, monkeypatch):
+    # Under load a collective can write its event after the profiler stopped: that trace is retaken.
+    x, w = place(mesh2d, [8, 6], "batch", "model"), place(mesh2d, [6, 4], "model", U)
+    real_events, calls = profiling._events, []
+
+    def first_trace_loses_an_event(spaces):
+        functions, collectives = real_events(spaces)
+        calls.append(1)
+        if len(calls) == 1:
+            name, = collectives
+            collectives[name] -= 1
+        return functions, collectives
+
+    monkeypatch.setattr(profiling, "_events", first_trace_loses_an_event)
+    run, = collectives_run_by(lambda: tf.matmul(x, w))
+    assert (len(calls), run.runs) == (2, 8)
 
 def test_merged_all_reduces_inside_a_tf_function(mesh2d):
     x, w = place(mesh2d, [8, 6], "batch", "model"), place(mesh2d, [6, 4], U, "model")
