@@ -5,9 +5,10 @@ Two parts, both run on this machine and written as one markdown report:
 
 1. **Chapter notebooks**: each notebook in ``notebooks/`` is executed in a fresh kernel and its
    wall time recorded, with the total.
-2. **Strategies**: the same model (Flatten-Dense(128)-Dense(10)) on the same MNIST data, one epoch
-   each, on one device, with ``MirroredStrategy``, and with DTensor (manual packing and
-   ``DTensorDataset``) over 8 virtual CPUs, reported as ratios to the single device. This part
+2. **Strategies**: the same model (Flatten-Dense(128)-Dense(10)) on the same MNIST data, three
+   epochs each, on one device, with ``MirroredStrategy``, and with DTensor (manual packing and
+   ``DTensorDataset``) over 8 virtual CPUs, reported as the median epoch, the fastest and slowest
+   (on shared cores one epoch can take many times another), and the ratio of medians. This part
    runs in its own process, because virtual devices and tf_keras must be set up before
    TensorFlow starts.
 
@@ -15,6 +16,7 @@ It is a measurement, not a test: nothing fails on a slow number.
 """
 import argparse
 import json
+import statistics
 import os
 import platform
 import subprocess
@@ -53,27 +55,28 @@ def time_notebooks(paths, timeout=600):
     return results
 
 
-def time_strategies(examples=60_000, batch_size=128):
-    """Time one epoch of the same model four ways, in a fresh process; return seconds per way.
+def time_strategies(examples=60_000, batch_size=128, epochs=3):
+    """Time epochs of the same model four ways, in a fresh process; return seconds per way.
 
     Args:
         examples: how many MNIST training examples make the epoch (the default is all of them).
         batch_size: the global batch size (must divide over 8 devices).
+        epochs: how many epochs each way is timed, one after the other.
 
     Returns:
-        A dict ``{"single device": s, "MirroredStrategy": s, "DTensor, manual packing": s,
-        "DTensorDataset": s}`` of epoch seconds (each after one warm-up step, so tracing is
-        excluded), all reading the same examples from memory.
+        A dict ``{"single device": [s, ...], "MirroredStrategy": [...], "DTensor, manual packing":
+        [...], "DTensorDataset": [...]}`` of each epoch's seconds (after one warm-up step, so
+        tracing is excluded), all reading the same examples from memory.
 
     Raises:
         RuntimeError: the benchmark process failed (its output is included).
 
     Example:
-        >>> time_strategies(examples=2048)["single device"] > 0
-        True
+        >>> len(time_strategies(examples=2048, epochs=2)["single device"])
+        2
     """
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    cmd = [sys.executable, "-m", "course_utils.benchmark", "--strategy-worker", str(examples), str(batch_size)]
+    cmd = [sys.executable, "-m", "course_utils.benchmark", "--strategy-worker", str(examples), str(batch_size), str(epochs)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
     if done.returncode or not lines:
@@ -81,7 +84,7 @@ def time_strategies(examples=60_000, batch_size=128):
     return json.loads(lines[-1])
 
 
-def _strategy_worker(examples, batch_size):
+def _strategy_worker(examples, batch_size, epochs):
     """Runs in a fresh process with TF_USE_LEGACY_KERAS=1 (see :func:`time_strategies`)."""
     import tensorflow as tf
     from tensorflow.experimental import dtensor
@@ -111,10 +114,13 @@ def _strategy_worker(examples, batch_size):
             model = keras_model()
             model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss=loss_fn)
         data = examples_in_memory.batch(batch_size, drop_remainder=True).prefetch(2)
-        model.fit(data.take(1), verbose=0)  # build and trace outside the timed epoch
-        start = time.perf_counter()
-        model.fit(data, epochs=1, verbose=0)
-        return time.perf_counter() - start
+        model.fit(data.take(1), verbose=0)  # build and trace outside the timed epochs
+        seconds = []
+        for _ in range(epochs):
+            start = time.perf_counter()
+            model.fit(data, epochs=1, verbose=0)
+            seconds.append(time.perf_counter() - start)
+        return seconds
 
     tf.keras.utils.set_random_seed(0)
     timings["single device"] = timed_fit(tf.distribute.OneDeviceStrategy(devices[0]))
@@ -139,11 +145,15 @@ def _strategy_worker(examples, batch_size):
             return loss
 
         iterator = batches()
-        train_step(*next(iterator))  # trace outside the timed epoch
-        start = time.perf_counter()
-        for images, labels in itertools.islice(iterator, steps):
-            train_step(images, labels)
-        return time.perf_counter() - start
+        train_step(*next(iterator))  # trace outside the timed epochs
+        seconds = []
+        for _ in range(epochs):
+            start = time.perf_counter()
+            for images, labels in itertools.islice(iterator, steps):
+                loss = train_step(images, labels)
+            float(loss)  # wait for the last step
+            seconds.append(time.perf_counter() - start)
+        return seconds
 
     def packed_batches():
         for images, labels in examples_in_memory.repeat().batch(batch_size, drop_remainder=True).prefetch(2):
@@ -166,14 +176,14 @@ def markdown_report(notebook_times, strategy_times, examples, batch_size):
 
     Args:
         notebook_times: ``[(name, seconds, status), ...]`` from :func:`time_notebooks` (may be empty).
-        strategy_times: the dict from :func:`time_strategies` (may be empty).
+        strategy_times: the dict from :func:`time_strategies` (may be empty): seconds per epoch.
         examples, batch_size: the strategy benchmark's epoch, for the caption.
 
     Returns:
         The markdown text.
 
     Example:
-        >>> print(markdown_report([("00_welcome", 4.0, "ok")], {"single device": 2.0}, 60000, 128))
+        >>> print(markdown_report([("00_welcome", 4.0, "ok")], {"single device": [2.0, 2.2, 1.9]}, 60000, 128))
     """
     lines = [f"Measured {date.today().isoformat()} on {platform.machine()}, {os.cpu_count()} CPU core(s), "
              f"Python {platform.python_version()}, {_tensorflow_version()}."]
@@ -182,11 +192,14 @@ def markdown_report(notebook_times, strategy_times, examples, batch_size):
         lines += [f"| {name} | {seconds:.1f} | {status} |" for name, seconds, status in notebook_times]
         lines.append(f"| **total** | **{sum(s for _, s, _ in notebook_times):.1f}** | |")
     if strategy_times:
-        base = strategy_times.get("single device")
-        lines += ["", f"One epoch of {examples} MNIST examples in batches of {batch_size}, "
+        medians = {way: statistics.median(seconds) for way, seconds in strategy_times.items()}
+        epochs = len(next(iter(strategy_times.values())))
+        lines += ["", f"{epochs} epoch(s) each of {examples} MNIST examples in batches of {batch_size}, "
                       f"Flatten-Dense(128)-Dense(10); 8 virtual CPUs share the physical cores.",
-                  "", "| way | epoch (s) | ratio to single device |", "|---|---:|---:|"]
-        lines += [f"| {way} | {seconds:.1f} | {seconds / base:.1f}x |" for way, seconds in strategy_times.items()]
+                  "", "| way | median epoch (s) | fastest-slowest (s) | ratio of medians to single device |",
+                  "|---|---:|---:|---:|"]
+        lines += [f"| {way} | {medians[way]:.1f} | {min(seconds):.1f}-{max(seconds):.1f} | "
+                  f"{medians[way] / medians['single device']:.1f}x |" for way, seconds in strategy_times.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -199,7 +212,7 @@ def _tensorflow_version():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--strategy-worker"]:
-        _strategy_worker(int(argv[1]), int(argv[2]))
+        _strategy_worker(int(argv[1]), int(argv[2]), int(argv[3]))
         return 0
     parser = argparse.ArgumentParser(description="Time every chapter notebook and compare strategies.")
     parser.add_argument("--output", default="benchmark.md", help="where to write the markdown report")
@@ -207,6 +220,7 @@ def main(argv=None):
     parser.add_argument("--skip-strategies", action="store_true")
     parser.add_argument("--examples", type=int, default=60_000, help="MNIST examples in the strategy epoch")
     parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--epochs", type=int, default=3, help="epochs timed per strategy")
     args = parser.parse_args(argv)
     if args.batch_size % 8:
         parser.error(f"--batch-size {args.batch_size} must divide over the 8 virtual CPUs (a multiple of 8).")
@@ -215,8 +229,8 @@ def main(argv=None):
         print("Executing the chapter notebooks ...", flush=True)
         notebook_times = time_notebooks(sorted((checkout_root() / "notebooks").glob("*.ipynb")))
     if not args.skip_strategies:
-        print("Timing one epoch per strategy ...", flush=True)
-        strategy_times = time_strategies(args.examples, args.batch_size)
+        print(f"Timing {args.epochs} epochs per strategy ...", flush=True)
+        strategy_times = time_strategies(args.examples, args.batch_size, args.epochs)
     report = markdown_report(notebook_times, strategy_times, args.examples, args.batch_size)
     Path(args.output).write_text(report)
     print(report)
