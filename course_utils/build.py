@@ -51,7 +51,8 @@ line calls a checker that prints **Correct!** or a hint aimed at your mistake. S
 resort, `ex.qN.solution()`.
 
 If your instructor grades this notebook, it is run from top to bottom in a fresh kernel. Before you
-hand it in, use *Kernel → Restart Kernel and Run All Cells* and check that your answers still pass.""",
+hand it in, use *Kernel → Restart Kernel and Run All Cells* in JupyterLab (*Runtime → Restart session
+and run all* on Colab) and check that your answers still pass.""",
     "graded": """\
 **How this notebook works (graded).** Each exercise says what to do. Write your answer where a line
 ends in `# YOUR CODE HERE` (replace that line; add as many lines as you need) and run the cell. Its
@@ -61,7 +62,8 @@ more); your instructor may count the hints you use.
 
 Your instructor grades this notebook by running it from top to bottom in a fresh kernel and
 checking every exercise again. Before you hand it in, use *Kernel → Restart Kernel and Run All
-Cells* and check that your answers still pass.""",
+Cells* in JupyterLab (*Runtime → Restart session and run all* on Colab) and check that your answers
+still pass.""",
 }
 
 
