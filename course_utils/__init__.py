@@ -23,6 +23,7 @@ _EXPORTS = {
     "matmul_cost": "costs",
     "collectives_run_by": "profiling",
     "bytes_per_device": "memory",
+    "check_step": "step_check",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from course_utils.checkout import checkout_root
 from course_utils.notebook_runner import run_in_child
+from course_utils.notebook_setup import setup_environment
 
 __all__ = ["time_notebooks", "time_strategies", "markdown_report"]
 
@@ -75,7 +76,7 @@ def time_strategies(examples=60_000, batch_size=128, epochs=3):
         >>> len(time_strategies(examples=2048, epochs=2)["single device"])
         2
     """
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, **setup_environment("tf_keras", dtensor=True), TF_CPP_MIN_LOG_LEVEL="2")
     cmd = [sys.executable, "-m", "course_utils.benchmark", "--strategy-worker", str(examples), str(batch_size), str(epochs)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
@@ -85,7 +86,7 @@ def time_strategies(examples=60_000, batch_size=128, epochs=3):
 
 
 def _strategy_worker(examples, batch_size, epochs):
-    """Runs in a fresh process with TF_USE_LEGACY_KERAS=1 (see :func:`time_strategies`)."""
+    """Runs in a fresh process with tf_keras and DTensor's combining off (see :func:`time_strategies`)."""
     import tensorflow as tf
     from tensorflow.experimental import dtensor
 

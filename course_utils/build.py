@@ -126,7 +126,8 @@ def exercise_cells(solution):
                 raise ValueError(f"Cell {cell.id} checks {name} but has no # BEGIN SOLUTION block.")
             code = MARKER_LINE.sub("", CHECK_CALL.sub("", cell.source)).strip("\n")
             found[name] = {"cell": cell.id, "call": match.group(0).strip(), "solution": textwrap.dedent(code)}
-    return {"keras": solution.metadata["course"]["keras"], "exercises": dict(sorted(found.items()))}
+    course = solution.metadata["course"]
+    return {"keras": course["keras"], "dtensor": course.get("dtensor", False), "exercises": dict(sorted(found.items()))}
 
 
 def cells_module_source(chapters):
@@ -158,7 +159,7 @@ def stamp(nb, relative_path, config):
     nb.cells = [c for c in nb.cells if c.get("id") not in (BADGE_ID, SETUP_ID, HOW_ID)]
     badge = nbformat.v4.new_markdown_cell(badge_source(relative_path, config))
     badge.id = BADGE_ID
-    setup = nbformat.v4.new_code_cell(setup_source(course["keras"], config))
+    setup = nbformat.v4.new_code_cell(setup_source(course["keras"], config, course.get("dtensor", False)))
     setup.id = SETUP_ID
     extra = []
     if not relative_path.startswith("notebooks/"):

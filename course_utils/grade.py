@@ -48,11 +48,11 @@ def _not_graded(submission, why, chapter="", flags=""):
              "status": f"not graded: {why}", "hints": "", "flags": flags, "feedback": ""}]
 
 
-def _kernel_env(keras):
+def _kernel_env(keras, dtensor):
     from course_utils.checkers.core import GRADER_RUN_ENV
-    from course_utils.notebook_setup import KERAS_MODES
+    from course_utils.notebook_setup import setup_environment
 
-    env = dict(os.environ, COURSE_OFFLINE="1", **{GRADER_RUN_ENV: "1"}, **KERAS_MODES[keras])
+    env = dict(os.environ, COURSE_OFFLINE="1", **{GRADER_RUN_ENV: "1"}, **setup_environment(keras, dtensor))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
 
@@ -141,7 +141,7 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
                               "digests": digests, "chapter": number, "mode": mode},
         }
         outcome = run_in_child("course_utils.grading.session:grade_cells", payload, timeout,
-                               env=_kernel_env(cells["keras"]))
+                               env=_kernel_env(cells["keras"], cells["dtensor"]))
         lines = results.read_text(errors="replace").splitlines(keepends=True)
     decoded = [records.decode(key, line) for line in lines]
     valid = [r for r in decoded if r is not None]

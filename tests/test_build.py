@@ -24,7 +24,7 @@ def test_badge_and_setup_cells_agree_with_the_config(path):
     badge, setup = nb.cells[0], nb.cells[1]
     assert badge.id == build.BADGE_ID and badge.source == build.badge_source(relative, config)
     assert f"github/{config['repository']}/blob/{config['branch']}/{relative}" in badge.source
-    assert setup.id == build.SETUP_ID and setup.source == setup_source(nb.metadata["course"]["keras"], config)
+    assert setup.id == build.SETUP_ID and setup.source == setup_source(nb.metadata["course"]["keras"], config, nb.metadata["course"].get("dtensor", False))
     assert isinstance(nb.metadata["course"]["chapter"], int)
 
 
@@ -58,7 +58,7 @@ def test_exercise_cells_are_read_from_the_solution_notebook():
     nb.cells = [nbformat.v4.new_code_cell("a = 1\n# BEGIN SOLUTION  # PLACEHOLDER: b = None\nb = a + 1\n# END SOLUTION\n"
                                           "ex.q1.check(b)")]
     nb.cells[0].id = "c07"
-    assert build.exercise_cells(nb) == {"keras": "keras3", "exercises": {
+    assert build.exercise_cells(nb) == {"keras": "keras3", "dtensor": False, "exercises": {
         "q1": {"cell": "c07", "call": "ex.q1.check(b)", "solution": "a = 1\nb = a + 1"}}}
     nb.cells.append(nbformat.v4.new_code_cell("ex.q1.check(b)"))
     with pytest.raises(ValueError, match="q1 is checked in cells c07 and"):

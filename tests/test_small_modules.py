@@ -4,7 +4,7 @@ import pytest
 from course_utils.checkout import NotACheckoutError, checkout_root, course_config
 from course_utils.data import downloads_allowed
 from course_utils.meshes import mesh_text
-from course_utils.notebook_setup import is_stamped_setup, setup_lines, setup_source
+from course_utils.notebook_setup import is_stamped_setup, setup_environment, setup_lines, setup_source
 
 CONFIG = {"repository": "owner/name", "branch": "main"}
 
@@ -26,6 +26,15 @@ def test_setup_cells():
     stamped = setup_source("tf_keras", CONFIG)
     assert is_stamped_setup(stamped) and is_stamped_setup(stamped.replace("owner/name", "other/repo"))
     assert not is_stamped_setup(stamped + "\nimport gc")
+
+
+def test_setup_cell_of_a_dtensor_training_chapter_switches_the_combining_off():
+    source = setup_source("tf_keras", CONFIG, dtensor=True)
+    assert 'os.environ["DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION"] = "0"' in source and is_stamped_setup(source)
+    assert source.index("COMBINE_ALL_REDUCES") < source.index("google.colab")  # on Colab too, before any import
+    assert "COMBINE_ALL_REDUCES" not in setup_source("tf_keras", CONFIG)
+    assert setup_environment("keras3-jax", dtensor=True) == {
+        "KERAS_BACKEND": "jax", "JAX_NUM_CPU_DEVICES": "8", "DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION": "0"}
 
 
 def test_setup_cell_of_a_jax_chapter_picks_the_backend_and_devices_before_any_import():

@@ -1,0 +1,236 @@
+"""One training step, every variable, against a reference.
+
+A distributed training step can be silently wrong: the loss falls, the accuracy looks fine, and one
+variable is updated with the wrong gradient (chapter 5 meets such a bug in DTensor). The check that
+catches it compares, variable by variable, the change one step makes with the change a reference
+makes from the same starting values: the same step run eagerly (one operation at a time), or a
+function you write (NumPy, one device, another framework).
+"""
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.experimental import dtensor
+
+from course_utils.packing import pack_batch, shard_slices
+
+__all__ = ["StepCheck", "VariableCheck", "check_step", "value_of"]
+
+
+def _blocks(tensor):
+    """The global value of a DTensor and how far its devices' copies of the same block disagree."""
+    layout = dtensor.fetch_layout(tensor)
+    blocks = [b.numpy() for b in dtensor.unpack(tensor)]
+    value = np.zeros(tensor.shape, dtype=blocks[0].dtype)
+    seen, disagree = {}, 0.0
+    for where, block in zip(shard_slices(tensor.shape, layout), blocks):
+        key = tuple((s.start, s.stop) for s in where)
+        if key in seen:
+            gap = np.abs(block.astype(np.float64) - seen[key].astype(np.float64))
+            disagree = max(disagree, float(gap.max(initial=0.0)))
+        else:
+            seen[key] = block
+            value[where] = block
+    return value, disagree
+
+
+def value_of(variable):
+    """The whole value of a ``tf.Variable`` or a DTensor ``DVariable`` as a NumPy array.
+
+    A DVariable's value is put together from the blocks its devices really hold (``dtensor.unpack``),
+    without a collective.
+
+    Args:
+        variable: a ``tf.Variable`` (a DTensor ``DVariable`` is one).
+
+    Raises:
+        TypeError: ``variable`` is not a variable (a tensor, a NumPy array, ...).
+
+    Example:
+        >>> value_of(tf.Variable([1.0, 2.0]))
+        array([1., 2.], dtype=float32)
+    """
+    if not isinstance(variable, tf.Variable):
+        raise TypeError(f"value_of() takes a tf.Variable, not a {type(variable).__name__}.")
+    if isinstance(variable, dtensor.DVariable):
+        return _blocks(variable.read_value())[0]
+    return variable.numpy()
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableCheck:
+    """How one variable's change in the step compares with the reference's.
+
+    ``largest_error`` is the largest |applied change − reference change| over the variable's
+    elements; ``largest_change`` the largest |reference change| (the scale to read it against);
+    ``replicas_disagree_by`` the largest difference between two devices' copies of the same block
+    after the step (0 for a plain variable: replicated copies must stay identical).
+    """
+    name: str
+    shape: tuple
+    largest_error: float
+    largest_change: float
+    replicas_disagree_by: float
+
+    def ok(self, atol):
+        return self.largest_error <= atol and self.replicas_disagree_by <= atol
+
+
+@dataclasses.dataclass(frozen=True)
+class StepCheck:
+    """The result of :func:`check_step`: one :class:`VariableCheck` per variable, and the tolerance."""
+    variables: tuple
+    atol: float
+    reference: str
+
+    @property
+    def ok(self):
+        """Whether every variable changed as the reference did (within ``atol``)."""
+        return all(v.ok(self.atol) for v in self.variables)
+
+    @property
+    def wrong(self):
+        """The names of the variables that did not change as the reference did."""
+        return [v.name for v in self.variables if not v.ok(self.atol)]
+
+    def __getitem__(self, name):
+        for variable in self.variables:
+            if variable.name == name:
+                return variable
+        raise KeyError(f"No variable {name!r} was checked; the names are {[v.name for v in self.variables]}.")
+
+    def __str__(self):
+        width = max(len(v.name) for v in self.variables)
+        lines = [f"One step against {self.reference} (tolerance {self.atol:g}):",
+                 f"  {'variable':{width}}  {'largest error':>13}  {'largest change':>14}  {'replicas differ':>15}"]
+        for v in self.variables:
+            verdict = "ok" if v.ok(self.atol) else "WRONG"
+            lines.append(f"  {v.name:{width}}  {v.largest_error:13.2e}  {v.largest_change:14.2e}  "
+                         f"{v.replicas_disagree_by:15.2e}  {verdict}")
+        lines.append("Every variable changed as the reference did." if self.ok else
+                     f"Wrong: {', '.join(self.wrong)}.")
+        return "\n".join(lines)
+
+    def assert_ok(self):
+        """Raise ``AssertionError`` naming every variable that did not change as the reference did."""
+        if not self.ok:
+            raise AssertionError(str(self))
+
+
+def _named(variables):
+    if isinstance(variables, dict):
+        named = dict(variables)
+    else:
+        named = {}
+        for variable in variables:
+            name = getattr(variable, "name", repr(variable))
+            if name in named:
+                raise ValueError(f"Two of the variables are named {name!r}. Pass a dict {{name: variable}} "
+                                 f"with a name of your choice for each.")
+            named[name] = variable
+    if not named:
+        raise ValueError("No variables to check. Pass the variables the step updates, e.g. "
+                         "model.trainable_variables + optimizer.variables().")
+    for name, variable in named.items():
+        if not isinstance(variable, tf.Variable):
+            raise TypeError(f"{name!r} is a {type(variable).__name__}, not a tf.Variable. Pass the variables "
+                            f"themselves (model.trainable_variables), not their values.")
+    return named
+
+
+def _restore(named, values):
+    for name, variable in named.items():
+        if isinstance(variable, dtensor.DVariable):
+            variable.assign(pack_batch(values[name], dtensor.fetch_layout(variable)))
+        else:
+            variable.assign(values[name])
+
+
+def _eager_change(step, named, before, batch):
+    was_eager = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)  # every tf.function inside runs op by op too
+    try:
+        step(*batch)
+    finally:
+        tf.config.run_functions_eagerly(was_eager)
+    return {name: value_of(v) - before[name] for name, v in named.items()}
+
+
+def _given_change(reference, before, batch):
+    change = reference({name: value.copy() for name, value in before.items()}, *batch)
+    if not isinstance(change, dict):
+        raise TypeError(f"The reference returned a {type(change).__name__}; it must return a dict "
+                        f"{{variable name: expected change}}.")
+    missing, unknown = sorted(set(before) - set(change)), sorted(set(change) - set(before))
+    if missing or unknown:
+        raise ValueError(f"The reference's names do not match the variables': no change given for {missing}, "
+                         f"and a change given for unknown names {unknown}. The variables are {sorted(before)}.")
+    expected = {}
+    for name, value in change.items():
+        value = np.asarray(value)
+        if value.shape != before[name].shape:
+            raise ValueError(f"The reference's change of {name!r} has shape {value.shape}, but the variable "
+                             f"has shape {before[name].shape}.")
+        expected[name] = value
+    return expected
+
+
+def check_step(step, variables, *batch, reference="eager", atol=1e-5):
+    """Run one training ``step`` and compare each variable's change with a reference's.
+
+    Both runs start from the same values: every variable is read; ``step`` runs once; the variables
+    are put back and the reference runs; then the variables get the values ``step`` made (you took
+    one step). The step under test runs first, so that nothing the reference runs can leave state
+    behind that the step then reads.
+
+    Args:
+        step: a function (usually a ``tf.function``) called as ``step(*batch)`` that updates the variables.
+        variables: the variables the step updates, a list (named by ``.name``) or a dict
+            ``{name: variable}``. Give every variable the step changes, the optimizer's too
+            (``optimizer.variables()``, created before the check), so that both runs start alike.
+        *batch: the arguments of ``step``.
+        reference: ``"eager"``: the same step run one operation at a time (every ``tf.function``
+            run eagerly); or a function ``reference(values, *batch)`` that gets each variable's
+            starting value as NumPy (``{name: array}``) and returns the expected change of each.
+        atol: the largest absolute error accepted per element.
+
+    Returns:
+        A :class:`StepCheck`: print it for a table, ``.ok``, ``.wrong``, ``[name]``, ``.assert_ok()``.
+
+    Raises:
+        TypeError: an item of ``variables`` is not a variable, or ``reference`` is neither
+            ``"eager"`` nor a function, or the reference does not return a dict.
+        ValueError: no variables, two with the same name, or the reference's names or shapes do
+            not match the variables'.
+
+    Example:
+        >>> w = tf.Variable([1.0, 2.0])
+        >>> step = tf.function(lambda x: w.assign_sub(0.1 * x))
+        >>> check_step(step, {"w": w}, tf.constant([1.0, 1.0])).ok
+        True
+    """
+    named = _named(variables)
+    if not (reference == "eager" or callable(reference)):
+        raise TypeError(f"reference must be 'eager' or a function reference(values, *batch) returning "
+                        f"{{name: expected change}}, not {reference!r}.")
+    before = {name: value_of(v) for name, v in named.items()}
+    step(*batch)  # the step under test runs first: nothing the reference runs can leave state behind for it
+    after = {}
+    disagree = {}
+    for name, variable in named.items():
+        after[name], disagree[name] = (_blocks(variable.read_value()) if isinstance(variable, dtensor.DVariable)
+                                       else (value_of(variable), 0.0))
+    _restore(named, before)
+    if reference == "eager":
+        expected, described = _eager_change(step, named, before, batch), "the same step run eagerly"
+    else:
+        expected = _given_change(reference, before, batch)
+        described = f"the reference {getattr(reference, '__name__', 'function')}"
+    _restore(named, after)  # you took one step: the variables keep what the step under test made
+    checks = []
+    for name in named:
+        applied = after[name].astype(np.float64) - before[name].astype(np.float64)
+        error = np.abs(applied - expected[name].astype(np.float64))
+        checks.append(VariableCheck(name, tuple(after[name].shape), float(error.max(initial=0.0)),
+                                    float(np.abs(expected[name]).max(initial=0.0)), disagree[name]))
+    return StepCheck(tuple(checks), atol, described)
