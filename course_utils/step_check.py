@@ -34,27 +34,25 @@ def _blocks(tensor):
     return value, disagree
 
 
-def value_of(variable):
-    """The whole value of a ``tf.Variable`` or a DTensor ``DVariable`` as a NumPy array.
-
-    A DVariable's value is put together from the blocks its devices really hold (``dtensor.unpack``),
-    without a collective.
+def value_of(x):
+    """The whole value of a variable or a tensor as a NumPy array; for a DTensor or a ``DVariable``,
+    put together from the blocks its devices really hold (``dtensor.unpack``), without a collective.
 
     Args:
-        variable: a ``tf.Variable`` (a DTensor ``DVariable`` is one).
+        x: a ``tf.Variable`` (a DTensor ``DVariable`` is one) or a tensor (a DTensor or not).
 
     Raises:
-        TypeError: ``variable`` is not a variable (a tensor, a NumPy array, ...).
+        TypeError: ``x`` is neither (a NumPy array, a list, ...).
 
     Example:
         >>> value_of(tf.Variable([1.0, 2.0]))
         array([1., 2.], dtype=float32)
     """
-    if not isinstance(variable, tf.Variable):
-        raise TypeError(f"value_of() takes a tf.Variable, not a {type(variable).__name__}.")
-    if isinstance(variable, dtensor.DVariable):
-        return _blocks(variable.read_value())[0]
-    return variable.numpy()
+    if isinstance(x, tf.Variable):
+        x = x.read_value()
+    if not tf.is_tensor(x):
+        raise TypeError(f"value_of() takes a tf.Variable or a tensor, not a {type(x).__name__}.")
+    return _blocks(x)[0] if dtensor.is_dtensor(x) else x.numpy()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +198,8 @@ def check_step(step, variables, *batch, reference="eager", atol=1e-5):
     Raises:
         TypeError: an item of ``variables`` is not a variable, or ``reference`` is neither
             ``"eager"`` nor a function, or the reference does not return a dict.
+        RuntimeError: the step fails when run eagerly (DTensor cannot run some gradients one
+            operation at a time); give a reference function instead.
         ValueError: no variables, two with the same name, or the reference's names or shapes do
             not match the variables'.
 
@@ -215,18 +215,25 @@ def check_step(step, variables, *batch, reference="eager", atol=1e-5):
                         f"{{name: expected change}}, not {reference!r}.")
     before = {name: value_of(v) for name, v in named.items()}
     step(*batch)  # the step under test runs first: nothing the reference runs can leave state behind for it
-    after = {}
-    disagree = {}
+    after, disagree = {}, {}
     for name, variable in named.items():
-        after[name], disagree[name] = (_blocks(variable.read_value()) if isinstance(variable, dtensor.DVariable)
-                                       else (value_of(variable), 0.0))
+        value = variable.read_value()
+        after[name], disagree[name] = _blocks(value) if dtensor.is_dtensor(value) else (value.numpy(), 0.0)
     _restore(named, before)
-    if reference == "eager":
-        expected, described = _eager_change(step, named, before, batch), "the same step run eagerly"
-    else:
-        expected = _given_change(reference, before, batch)
-        described = f"the reference {getattr(reference, '__name__', 'function')}"
-    _restore(named, after)  # you took one step: the variables keep what the step under test made
+    try:
+        if reference == "eager":
+            expected, described = _eager_change(step, named, before, batch), "the same step run eagerly"
+        else:
+            expected = _given_change(reference, before, batch)
+            described = f"the reference {getattr(reference, '__name__', 'function')}"
+    except tf.errors.OpError as err:
+        if reference != "eager":
+            raise
+        raise RuntimeError(f"The step ran as a tf.function but failed when run eagerly: {type(err).__name__}: "
+                           f"{str(err).splitlines()[0][:300]} DTensor cannot run every gradient one operation at "
+                           f"a time; give a reference function instead (reference=...).") from err
+    finally:
+        _restore(named, after)  # you took one step: the variables keep what the step under test made
     checks = []
     for name in named:
         applied = after[name].astype(np.float64) - before[name].astype(np.float64)

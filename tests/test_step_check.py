@@ -116,8 +116,32 @@ def test_bad_references_are_explained():
         check_step(step, named, *data(), reference=lambda values, x, y: {"w": 0 * values["w"], "bias": 0})
     with pytest.raises(ValueError, match=r"change of 'b' has shape \(2,\), but the variable has shape \(3,\)"):
         check_step(step, named, *data(), reference=lambda values, x, y: {"w": 0 * values["w"], "b": np.zeros(2)})
-    with pytest.raises(TypeError, match="takes a tf.Variable, not a EagerTensor"):
-        value_of(tf.ones([2]))
+    with pytest.raises(TypeError, match="takes a tf.Variable or a tensor, not a ndarray"):
+        value_of(np.ones(2))
+
+
+def test_value_of_a_sharded_dtensor_and_a_plain_tensor(cpus8):
+    mesh = make_mesh([("batch", 4), ("model", 2)])
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    np.testing.assert_array_equal(value_of(pack_batch(x, dtensor.Layout(["batch", "model"], mesh))), x)
+    np.testing.assert_array_equal(value_of(tf.constant(x)), x)
+
+
+def test_a_step_that_dtensor_cannot_run_eagerly_asks_for_a_reference(cpus8):
+    mesh = make_mesh([("batch", 4), ("model", 2)])
+    w = dtensor.DVariable(pack_batch(np.ones((4, 3), np.float32), dtensor.Layout([U, U], mesh)))
+    x = pack_batch(np.ones((8, 4), np.float32), dtensor.Layout(["batch", U], mesh))
+    labels = pack_batch(np.zeros(8, np.int64), dtensor.Layout(["batch"], mesh))
+
+    @tf.function
+    def step(x, labels):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x @ w))
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+
+    with pytest.raises(RuntimeError, match="failed when run eagerly.*give a reference function instead"):
+        check_step(step, {"w": w}, x, labels)
+    assert not np.allclose(value_of(w), 1.0)  # the step under test ran, and its change stays
 
 
 KERAS_STEP = textwrap.dedent('''

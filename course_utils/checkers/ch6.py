@@ -327,4 +327,169 @@ class FrozenStep(Exercise):
         return fb
 
 
-CHAPTER = chapter(6, "Core-API MLP with a hand-written Adam", [XavierInit, HiddenSizeBug, SlotLayouts, FrozenStep])
+BROKEN_RATE = 0.1  # the exercise's LEARNING_RATE
+BROKEN_SPECS = {"w1": [UNSHARDED, "model"], "b1": ["model"], "w2": ["model", UNSHARDED], "b2": [UNSHARDED]}
+
+
+def _broken_case(seed, batch):
+    """Starting values and a batch (NumPy) for a 12 -> 8 -> 10 classifier: other sizes than the notebook's."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    values = {"w1": rng.normal(0, 0.3, (12, 8)), "b1": rng.normal(0, 0.1, 8),
+              "w2": rng.normal(0, 0.3, (8, 10)), "b2": rng.normal(0, 0.1, 10)}
+    values = {name: value.astype("float32") for name, value in values.items()}
+    return values, rng.normal(size=(batch, 12)).astype("float32"), rng.integers(0, 10, batch)
+
+
+def _sgd_change(values, images, labels, bias_scale=1.0):
+    """-rate x the gradient of the mean softmax cross-entropy, by hand; ``bias_scale`` scales b2's (the bug: 1/N)."""
+    import numpy as np
+
+    pre = images @ values["w1"] + values["b1"]
+    hidden = np.maximum(pre, 0)
+    logits = hidden @ values["w2"] + values["b2"]
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(labels)), labels] -= 1
+    d_logits = p / len(labels)
+    d_pre = (d_logits @ values["w2"].T) * (pre > 0)
+    gradients = {"w1": images.T @ d_pre, "b1": d_pre.sum(axis=0), "w2": hidden.T @ d_logits,
+                 "b2": d_logits.sum(axis=0) * bias_scale}
+    return {name: -BROKEN_RATE * g for name, g in gradients.items()}
+
+
+def _differs(got, want):
+    import numpy as np
+
+    return sorted(name for name in want if not np.allclose(got[name], want[name], rtol=1e-3, atol=1e-6))
+
+
+def _grade_reference(fb, reference_step):
+    import numpy as np
+    from tensorflow.experimental import dtensor
+
+    if not callable(reference_step):
+        fb.wrong("my_reference: not answered yet." if reference_step is None else
+                 "my_reference should be a function (values, images, labels) -> {name: expected change}.")
+        return
+    values, images, labels = _broken_case(seed=5, batch=16)
+    mesh = checker_mesh()
+    try:
+        got = reference_step({n: v.copy() for n, v in values.items()},
+                             on_mesh(images, dtensor.Layout(["batch", UNSHARDED], mesh)),
+                             on_mesh(labels, dtensor.Layout(["batch"], mesh)))
+        got = {name: np.asarray(got[name], dtype="float64") for name in values}
+    except Exception as err:
+        fb.wrong(f"my_reference raised {short_error(err)}. check_step calls it as my_reference(values, images, "
+                 f"labels): values is a dict of NumPy arrays, images and labels are the step's DTensors "
+                 f"(value_of(images) gives the whole batch as NumPy); it returns each variable's expected change.")
+        return
+    want = _sgd_change(values, images, labels)
+    wrong = _differs(got, want)
+    if not wrong:
+        fb.right("my_reference: the SGD change of every variable, computed without broken_step's code")
+    elif wrong == ["b2"] and not _differs(got, _sgd_change(values, images, labels, bias_scale=1 / len(labels))):
+        fb.wrong("my_reference agrees with broken_step on b2: it shares broken_step's bug, so the check cannot see "
+                 "it. A reference must not reuse the code it checks.",
+                 answer="Write the output layer with plain ops (hidden @ w2 + b2) and let tf.GradientTape "
+                        "differentiate it; do not call output_layer.")
+    elif not _differs({n: -g for n, g in got.items()}, want):
+        fb.wrong("my_reference returns +learning rate x gradient: SGD moves each variable against its gradient.")
+    elif not _differs({n: -BROKEN_RATE * g for n, g in got.items()}, want):
+        fb.wrong("my_reference returns the gradients; check_step compares CHANGES: -learning rate x gradient.")
+    else:
+        fb.wrong(f"my_reference's expected changes of {', '.join(wrong)} are not one SGD step "
+                 f"(learning rate {BROKEN_RATE}) of the mean cross-entropy on the whole batch.")
+
+
+def _grade_broken_name(fb, broken_variable):
+    names = broken_variable if isinstance(broken_variable, (list, tuple, set)) else [broken_variable]
+    names = [str(n).strip().strip("'\"").split("[")[-1].strip("]'\"").lower() for n in names if n is not None]
+    if not names:
+        fb.wrong("broken_variable: not answered yet.")
+    elif names == ["b2"]:
+        fb.right("broken_variable: b2, the output layer's bias")
+    elif len(names) > 1:
+        fb.wrong(f"broken_variable: {sorted(names)}; one variable is wrong. Run check_step with your reference and "
+                 f"read which line says WRONG.")
+    else:
+        fb.wrong(f"broken_variable: {names[0]!r} changes as a right SGD step changes it. Run check_step with your "
+                 f"reference and read which line says WRONG.")
+
+
+def _run_fixed_step(fixed_step, values, images, labels):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    mesh = checker_mesh()
+    params = {name: dtensor.DVariable(on_mesh(value, dtensor.Layout(BROKEN_SPECS[name], mesh)))
+              for name, value in values.items()}
+    fixed_step(params, on_mesh(images, dtensor.Layout(["batch", UNSHARDED], mesh)),
+               on_mesh(labels.astype("int64"), dtensor.Layout(["batch"], mesh)))
+    if set(params) != set(values) or not all(isinstance(v, tf.Variable) for v in params.values()):
+        raise TypeError("fixed_step changed the dict params itself; update its variables in place with assign_sub")
+    return {name: global_numpy(v) - values[name] for name, v in params.items()}
+
+
+def _grade_fixed_step(fb, fixed_step):
+    if not callable(fixed_step):
+        fb.wrong("fixed_step: not answered yet." if fixed_step is None else
+                 "fixed_step should be a function (params, images, labels) that updates params in place.")
+        return
+    results = {}
+    for batch in (16, 32):  # two batch sizes: a fix by a constant factor only fits one of them
+        values, images, labels = _broken_case(seed=batch, batch=batch)
+        try:
+            got = _run_fixed_step(fixed_step, values, images, labels)
+        except Exception as err:
+            fb.wrong(f"fixed_step raised {short_error(err)}. It is called as fixed_step(params, images, labels) with "
+                     f"a dict of DVariables (w1, b1, w2, b2) on the mesh and a batch-sharded batch of {batch}.")
+            return
+        results[batch] = (_differs(got, _sgd_change(values, images, labels)),
+                          _differs(got, _sgd_change(values, images, labels, bias_scale=1 / batch)),
+                          got["b2"], _sgd_change(values, images, labels)["b2"])
+    wrong = sorted(set(results[16][0]) | set(results[32][0]))
+    if not wrong:
+        fb.right("fixed_step: one right SGD step of every variable, for batches of 16 and 32", points=2)
+        return
+    if not results[16][1] and not results[32][1]:
+        fb.wrong("fixed_step still updates b2 with its gradient divided by the batch size, as broken_step does.")
+        return
+    import numpy as np
+
+    ratios = [float(np.median(got / want)) for _, _, got, want in results.values() if np.all(np.abs(want) > 1e-9)]
+    if wrong == ["b2"] and len(ratios) == 2 and abs(ratios[0] - ratios[1]) > 0.1:
+        fb.wrong(f"fixed_step gets b2 right for one batch size only (b2's change is {ratios[0]:.3g}x the right one "
+                 f"with 16 examples, {ratios[1]:.3g}x with 32): scaling by a number fixes one batch size. Fix the "
+                 f"gradient where it is computed.",
+                 answer="In output_layer's backward, the bias's gradient is the SUM of d_logits over the batch "
+                        "(tf.reduce_sum(d_logits, axis=0)): d_logits already carries the loss's 1/N.")
+    else:
+        fb.wrong(f"fixed_step: {', '.join(wrong)} do{'es' if len(wrong) == 1 else ''} not change as one SGD step "
+                 f"(learning rate {BROKEN_RATE}) should.")
+
+
+class BrokenVariable(Exercise):
+    title = "Find the broken variable"
+    points = 4
+    hints = (
+        "Which reference can tell whether broken_step is right? Its own eager run repeats its own code, bug "
+        "included. Compute the expected change of every variable with code that shares nothing with broken_step.",
+        "my_reference(values, images, labels): make plain tf.Variables from values, write the forward pass with "
+        "plain ops (relu(images @ w1 + b1) @ w2 + b2), take the mean sparse softmax cross-entropy, differentiate "
+        "with tf.GradientTape and return -LEARNING_RATE * gradient per name. Then read check_step's WRONG line.",
+        "The broken line is in output_layer's backward: what is the gradient of a bias that is added to every "
+        "example of the batch?",
+    )
+
+    def grade(self, my_reference, broken_variable, fixed_step):
+        fb = Feedback()
+        _grade_reference(fb, my_reference)
+        _grade_broken_name(fb, broken_variable)
+        _grade_fixed_step(fb, fixed_step)
+        return fb
+
+
+CHAPTER = chapter(6, "Core-API MLP with a hand-written Adam",
+                  [XavierInit, HiddenSizeBug, SlotLayouts, FrozenStep, BrokenVariable])

@@ -264,3 +264,86 @@ def test_ch6_host_counters_finds_scalar_variables_off_the_mesh(mesh42):
     weight, _ = ch6._checker_weight()
     assert ch6._host_counters(FixedAdam([weight])) == []
     assert len(ch6._host_counters(HostStep([weight]))) == 1
+
+
+def _sgd_step(bias_gradient, bias_scale=1.0):
+    """A step like the exercise's, whose b2 gradient comes from ``bias_gradient(d_logits)``."""
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def output_layer(hidden, w, b):
+        def backward(d_logits):
+            return d_logits @ tf.transpose(w), tf.transpose(hidden) @ d_logits, bias_gradient(d_logits)
+        return hidden @ w + b, backward
+
+    @tf.function
+    def step(params, images, labels):
+        with tf.GradientTape() as tape:
+            hidden = tf.nn.relu(images @ params["w1"] + params["b1"])
+            logits = output_layer(hidden, params["w2"], params["b2"])
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+        gradients = tape.gradient(loss, params)
+        for name, variable in params.items():
+            scale = bias_scale if name == "b2" else 1.0
+            variable.assign_sub(0.1 * scale * gradients[name])
+    return step
+
+
+def _reference(uses_output_layer=False, sign=-1.0, rate=0.1):
+    import tensorflow as tf
+    from course_utils.step_check import value_of
+
+    broken = _sgd_step(lambda d: tf.reduce_mean(d, axis=0))
+
+    def reference(values, images, labels):
+        images, labels = value_of(images), value_of(labels)
+        weights = {name: tf.Variable(value) for name, value in values.items()}
+        with tf.GradientTape() as tape:
+            hidden = tf.nn.relu(images @ weights["w1"] + weights["b1"])
+            if uses_output_layer:  # the step's own backward, bug included
+                changed = {n: tf.Variable(v) for n, v in values.items()}
+                return {n: v.numpy() - values[n] for n, v in _apply(broken, changed, images, labels).items()}
+            logits = hidden @ weights["w2"] + weights["b2"]
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+        gradients = tape.gradient(loss, weights)
+        return {name: sign * rate * gradients[name].numpy() for name in values}
+    return reference
+
+
+def _apply(step, variables, images, labels):
+    step(variables, images, labels)
+    return variables
+
+
+def test_ch6_q5_broken_variable(mesh42):
+    import tensorflow as tf
+
+    right_step = _sgd_step(lambda d: tf.reduce_sum(d, axis=0))
+    broken_step = _sgd_step(lambda d: tf.reduce_mean(d, axis=0))
+    assert_correct(grade(6, "q5", _reference(), "b2", right_step))
+    for name in ("B2", " 'b2' ", "params['b2']", ["b2"]):  # every way of naming it
+        assert_correct(grade(6, "q5", _reference(), name, right_step))
+    assert_hint(grade(6, "q5", _reference(uses_output_layer=True), "b2", right_step),
+                "shares broken_step's bug", points=3)
+    assert_hint(grade(6, "q5", _reference(sign=1.0), "b2", right_step), "against its gradient", points=3)
+    assert_hint(grade(6, "q5", _reference(sign=1.0, rate=1.0), "b2", right_step), "returns the gradients", points=3)
+    assert_hint(grade(6, "q5", lambda values, images, labels: 1 / 0, "b2", right_step),
+                "my_reference raised ZeroDivisionError", "value_of(images)", points=3)
+    assert_hint(grade(6, "q5", _reference(), "w2", right_step), "'w2' changes as a right SGD step", points=3)
+    assert_hint(grade(6, "q5", _reference(), ["b2", "w2"], right_step), "one variable is wrong", points=3)
+    assert_hint(grade(6, "q5", _reference(), "b2", broken_step), "still updates b2", points=2)
+    scaled_by_32 = _sgd_step(lambda d: tf.reduce_mean(d, axis=0), bias_scale=32.0)  # the notebook's batch size
+    assert_hint(grade(6, "q5", _reference(), "b2", scaled_by_32), "one batch size only", "reduce_sum", points=2)
+    assert_hint(grade(6, "q5", _reference(), "b2", lambda params, images, labels: params.clear()),
+                "fixed_step raised", points=2)
+    unanswered = grade(6, "q5", None, None, None)
+    assert unanswered.status == "unanswered" and unanswered.points == 0
+
+
+def test_ch6_q5_graded_feedback_keeps_the_fix_back(mesh42):
+    import tensorflow as tf
+
+    scaled_by_32 = _sgd_step(lambda d: tf.reduce_mean(d, axis=0), bias_scale=32.0)
+    feedback = exercises(6).q5.grade(_reference(uses_output_layer=True), "b2", scaled_by_32)
+    assert "reduce_sum" in feedback.render() and "GradientTape" in feedback.render()
+    assert "reduce_sum" not in feedback.render(graded=True) and "GradientTape" not in feedback.render(graded=True)
