@@ -18,10 +18,13 @@ def _box(ax, x, y, text, color="#e8eef7", width=1.6, height=0.8):
     ax.text(x, y, text, ha="center", va="center", fontsize=7.5)
 
 
-def _arrow(ax, start, end, color, bend=0.0, style="-|>", dashed=False):
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=10, color=color, linewidth=1.2,
-                                 connectionstyle=f"arc3,rad={bend}", linestyle="--" if dashed else "-",
-                                 shrinkA=4, shrinkB=4))
+def _arrow(ax, start, end, color, bend=0.0, style="-|>", dashed=False, gid=None):
+    """An arrow; ``gid`` names the link it draws (``"coordinator-worker 0"``), so that tests can find it."""
+    patch = FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=10, color=color, linewidth=1.2,
+                            connectionstyle=f"arc3,rad={bend}", linestyle="--" if dashed else "-",
+                            shrinkA=4, shrinkB=4)
+    patch.set_gid(gid)
+    ax.add_patch(patch)
 
 
 def _frame(ax, title, legend):
@@ -127,12 +130,15 @@ def draw_cluster_topology(workers=3, parameter_servers=2):
     servers = [4 + (i - (parameter_servers - 1) / 2) * 2.6 for i in range(parameter_servers)]
     for i, x in enumerate(xs):
         _box(right, x, 0.2, f"worker {i}\nruns scheduled steps", width=2.1)
-        _arrow(right, (4, 2.9), (x, 0.6), CONTROL, dashed=True)
+        _arrow(right, (4, 2.9), (x, 0.6), CONTROL, dashed=True, style="<|-|>", gid=f"coordinator-worker {i}")
     for i, s in enumerate(servers):
         _box(right, s, 1.7, f"ps {i}\nvariables", color="#fdf1dc", width=1.5)
-        for x in xs:
-            _arrow(right, (x + 0.2, 0.6), (s + 0.1, 1.3), GRADIENTS, style="<|-|>")
+        top = min(max(s - 0.35, 2.4), 5.6)  # a point on the coordinator's lower edge
+        _arrow(right, (top, 2.9), (s - 0.35, 2.1), WEIGHTS, style="<|-|>", gid=f"coordinator-ps {i}")
+        for w, x in enumerate(xs):
+            _arrow(right, (x + 0.2, 0.6), (s + 0.1, 1.3), GRADIENTS, style="<|-|>", gid=f"worker {w}-ps {i}")
     _frame(right, "ParameterServerStrategy: roles",
-           "grey: the coordinator sends steps; red: each worker reads and\nupdates the servers' variables on its own (asynchronous)")
+           "grey: the coordinator sends steps, the workers send results back; blue: the coordinator\n"
+           "creates and reads the variables; red: each worker reads and updates them on its own (asynchronous)")
     figure.tight_layout()
     return figure

@@ -26,6 +26,17 @@ def test_topology_names_every_process():
     plt.close(figure)
 
 
+def test_parameter_server_links_go_both_ways():
+    """The coordinator gets results back from the workers and creates and reads the variables on every ps."""
+    figure = draw_cluster_topology(workers=3, parameter_servers=2)
+    links = {patch.get_gid(): patch for patch in figure.axes[1].patches if patch.get_gid()}
+    expected = ({f"coordinator-worker {w}" for w in range(3)} | {f"coordinator-ps {p}" for p in range(2)}
+                | {f"worker {w}-ps {p}" for w in range(3) for p in range(2)})
+    assert set(links) == expected
+    assert all(type(link.get_arrowstyle()).__name__ == "CurveFilledAB" for link in links.values())  # "<|-|>": two heads
+    plt.close(figure)
+
+
 @pytest.mark.parametrize("kwargs, words", [
     ({"strategies": ["mirored"]}, "non-empty list of"),
     ({"strategies": []}, "non-empty list of"),

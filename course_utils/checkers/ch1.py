@@ -53,7 +53,8 @@ def _placement_mistake(key, given):
                     "the outer one, and that request cannot be met.")
         return "the outer block is open, but a block nested inside it overrides it."
     if given == INPUT_DEVICE.get(key):
-        return f"its input lives on CPU:{given}, but an operation does not follow its inputs."
+        return (f"its input lives on CPU:{given}, but an operation does not follow its input tensors (only an "
+                "operation on a variable itself runs where the variable lives, and this code has no variables).")
     if given == MISSING_CPU:
         return f"there is no CPU:{MISSING_CPU} (the CPUs are 0 to {CPU_COUNT - 1}), and soft placement is on."
     if not 0 <= given < CPU_COUNT:
@@ -76,7 +77,8 @@ class PredictPlacement(Exercise):
     points = 2
     hints = (
         "For each line ask: which tf.device block is in force here, and does that device exist? The devices of an "
-        "operation's inputs play no part.",
+        "operation's input tensors play no part (only an operation on a variable itself, such as reading or "
+        "updating it, runs where the variable lives, and this code has no variables).",
         "Nested blocks: the innermost wins until it ends. A device that does not exist: soft placement drops the "
         "request and TensorFlow takes its first choice, as with no block at all.",
         f"And the last block: the runtime started when `a` was created, with {CPU_COUNT} CPUs. What does "

@@ -236,8 +236,10 @@ SCENARIO_WHY = {
     ("e", "MirroredStrategy"): "MirroredStrategy keeps a copy of every variable on every device.",
     ("e", "ParameterServerStrategy"): "ParameterServerStrategy needs a cluster of worker and parameter-server "
                                       "processes and is asynchronous.",
-    ("f", "ParameterServerStrategy"): "ParameterServerStrategy is data parallelism: every worker still computes "
-                                      "with the whole model.",
+    ("f", "ParameterServerStrategy"): "ParameterServerStrategy is data parallelism: it can shard a variable's "
+                                      "storage over the servers (variable_partitioner), but a worker runs the whole "
+                                      "model and puts a sharded weight back together to multiply by it, so each "
+                                      "weight must still fit on a worker.",
     ("f", "CentralStorageStrategy"): "CentralStorageStrategy is synchronous data parallelism with the variables "
                                      "on the CPU, not model parallelism.",
     ("f", "MirroredStrategy"): "MirroredStrategy copies the WHOLE model to every device; it cannot split a weight.",
@@ -266,8 +268,11 @@ class PickStrategy(Exercise):
     points = 6
     hints = (
         "Ask of each scenario: one machine or several? synchronous or asynchronous?",
-        "Then: are the variables mirrored, kept on the CPU, or on parameter servers? Is each WEIGHT split (model "
-        "parallelism), which no tf.distribute strategy does?",
+        "Then: are the variables mirrored, kept on the CPU, or on parameter servers (which can also shard a large "
+        "variable's storage over several servers, with a variable_partitioner)? And must the computation with one "
+        "WEIGHT be split over devices because the weight does not fit on one (model parallelism)? No "
+        "tf.distribute strategy does that: a parameter-server worker still runs the whole model, and to multiply "
+        "by a sharded weight it puts the shards back together.",
     )
 
     def grade(self, choices):

@@ -9,6 +9,9 @@ MWMS = {"cluster": {"worker": MWMS_WORKERS}, "task": {"type": "worker", "index":
 PS_CLUSTER = {"chief": ["localhost:20000"], "worker": ["localhost:20001", "localhost:20002"],
               "ps": ["localhost:20003"]}
 PS = {"cluster": PS_CLUSTER, "task": {"type": "ps", "index": 0}}
+# Optional top-level keys of TF_CONFIG that TensorFlow also reads: TFConfigClusterResolver reads 'rpc_layer' and
+# 'session_master' (tfconfig_cluster_resolver.py), the older distribute coordinator 'environment'.
+OPTIONAL_KEYS = ("rpc_layer", "session_master", "environment")
 ROLE_ALIASES = {"parameter_server": "ps", "parameterserver": "ps", "parameter-server": "ps", "server": "ps",
                 "workers": "worker", "chiefs": "chief", "master": "chief"}
 
@@ -81,9 +84,18 @@ def grade_tf_config(tf_config, expected, task_words):
     config, cap = _parse_tf_config(fb, tf_config)
     if config is None:
         return fb
-    extra = [k for k in config if k not in ("cluster", "task")]
+    extra = [k for k in config if k not in ("cluster", "task") + OPTIONAL_KEYS]
     if extra:
-        fb.wrong(f"Unknown top-level key(s) {extra}: TF_CONFIG has exactly 'cluster' and 'task'.")
+        fb.wrong(f"Unknown top-level key(s) {extra}: TensorFlow reads 'cluster' and 'task' from TF_CONFIG, and "
+                 f"optionally {', '.join(repr(k) for k in OPTIONAL_KEYS)}; this job needs only 'cluster' and 'task'.")
+    rpc_layer = config.get("rpc_layer", "grpc")
+    if rpc_layer != "grpc":
+        fb.wrong(f"'rpc_layer' is {rpc_layer!r}: the servers of this job speak 'grpc' (leave the key out, or set "
+                 f"it to 'grpc').")
+        cap = min(cap, 1)
+    optional = [k for k in OPTIONAL_KEYS if k in config and not (k == "rpc_layer" and rpc_layer == "grpc")]
+    if optional:
+        fb.note(f"Optional key(s) {optional}: TensorFlow reads them, but this job does not need them.")
     cluster, task = config.get("cluster"), config.get("task")
     if not isinstance(cluster, dict):
         fb.wrong("'cluster' is missing or not a dict of role -> list of 'host:port' strings.")
@@ -149,8 +161,8 @@ FAULT_WHY = {
 FAULT_ANSWERS = {
     "stop_signal": "Only SIGKILL cannot be caught or ignored.",
     "restores": "It restores the weights, the optimizer's state and the epoch (or step) counter.",
-    "peer_killed": "The survivor fails fast with UnavailableError (a hung peer is detected by heartbeats); restart "
-                   "the job.",
+    "peer_killed": "The survivor's collective fails with an error (UnavailableError when TensorFlow notices the lost "
+                   "peer) instead of waiting for it; restart the job.",
 }
 
 
@@ -249,8 +261,9 @@ class SaveEverywhere(Exercise):
         "Under MultiWorkerMirroredStrategy saving runs an all-reduce. Which workers must call save, and where "
         "may a non-chief worker write without touching the chief's file?",
         "Every worker must get a path (None means 'skip the save'). The chief gets `path` itself; any other "
-        "worker a path inside a folder that belongs to that worker alone, so that the folder can be deleted "
-        "whole after the save. Decide with is_chief, and use task_id to keep the workers apart.",
+        "worker a path inside a folder that belongs to that worker alone (one folder per worker, made directly in "
+        "path's folder), so that the folder can be deleted whole after the save and nothing is left behind. "
+        "Decide with is_chief, and use task_id to keep the workers apart.",
     )
 
     def grade(self, write_path):
@@ -283,22 +296,40 @@ class SaveEverywhere(Exercise):
                      "task id (in a cluster with a 'chief' task, worker 0 is not the chief).")
         else:
             fb.right("the chief writes the real file")
-        in_own_folder = all(w != path and w.parent != path.parent and w.parent not in path.parents
-                            for w in (worker1, worker2))
+        temps = [w for w in (worker0, worker1, worker2) if w != path]  # a worker given `path` is told above
+
+        def beside_chief(folder):  # the chief's folder, or a folder around it
+            return folder == path.parent or folder in path.parents
+
+        def leaves_behind(folder):  # inside the chief's folder, but not directly: deleting it leaves its parents
+            return path.parent in folder.parents and folder.parent != path.parent
+
         if worker1 == path:
             fb.wrong("A non-chief worker writes the chief's own file: several processes writing one file on shared "
                      "storage can leave it corrupt.")
-        elif not in_own_folder:
+        elif any(beside_chief(w.parent) for w in temps):
             fb.wrong("A non-chief worker's file does not sit in a folder of its own: the folder it is in also holds "
                      "the chief's file, so deleting it after the save would delete the chief's file too.",
                      answer="Use path.parent / f'workertemp_{task_id}' / path.name.")
+        elif any(leaves_behind(w.parent) for w in temps):
+            nested = next(w.parent for w in temps if leaves_behind(w.parent))
+            fb.wrong(f"A worker's folder, {nested.relative_to(path.parent)}, is not directly in the folder of `path`: "
+                     f"deleting it after the save leaves {nested.parent.relative_to(path.parent)} behind, beside the "
+                     f"chief's file.", answer="Use path.parent / f'workertemp_{task_id}' / path.name.")
         else:
             fb.right("every other worker saves too, in a temporary folder of its own")
+        folders = [w.parent for w in temps if not beside_chief(w.parent)]
+        shared = any(a == b or a in b.parents or b in a.parents
+                     for i, a in enumerate(folders) for b in folders[i + 1:])
         if len({worker0, worker1, worker2}) < 3:
             fb.wrong("Workers 0, 1 and 2 (none of them the chief) must get three different paths; use task_id to "
                      "keep them apart, or two workers write the same temporary file.")
+        elif shared:
+            fb.wrong("Two workers write into the same temporary folder (or one into a folder inside the other's): "
+                     "the first to finish deletes it, and with it the other's save. Give every worker a folder of "
+                     "its own, named with task_id.")
         else:
-            fb.right("each worker's temporary path is its own")
+            fb.right("each worker's temporary folder is its own")
         return fb
 
 

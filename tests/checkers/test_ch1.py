@@ -51,10 +51,10 @@ def test_ch1_q1_right_answers_in_any_readable_form():
 
 
 @pytest.mark.parametrize("key, wrong, fragment", [
-    ("b", 2, "does not follow its inputs"),            # the op follows its input
+    ("b", 2, "does not follow its input tensors"),     # the op follows its input
     ("c", 1, "nested inside it overrides it"),         # the outer block wins
-    ("c", 2, "does not follow its inputs"),
-    ("d", 6, "does not follow its inputs"),            # d's input c lives on CPU:6
+    ("c", 2, "does not follow its input tensors"),
+    ("d", 6, "does not follow its input tensors"),     # d's input c lives on CPU:6
     ("d", 0, "does not close the block around it"),    # leaving the inner block resets everything
     ("e", 4, "does not fall back to the enclosing block"),
     ("e", 9, "there is no CPU:9"),

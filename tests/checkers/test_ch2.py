@@ -71,7 +71,8 @@ def test_ch2_q3_strategy_choice():
                       c="tf.distribute.experimental.ParameterServerStrategy", e="centralstoragestrategy",
                       f="tf.experimental.dtensor")
     assert_correct(grade(2, "q3", as_classes))
-    assert_hint(grade(2, "q3", dict(right, f="ParameterServerStrategy")), "data parallelism", points=5)
+    assert_hint(grade(2, "q3", dict(right, f="ParameterServerStrategy")), "data parallelism", "variable_partitioner",
+                points=5)
     assert_hint(grade(2, "q3", dict(right, f="CentralStorageStrategy")), "not model parallelism", points=5)
     assert_hint(grade(2, "q3", dict(right, a="MultiWorkerMirroredStrategy")), "several machines", points=5)
     assert_hint(grade(2, "q3", dict(right, b="MirroredStrategy")), "its own machine", points=5)
@@ -89,3 +90,17 @@ def test_ch2_scenarios_are_in_the_notebook():
     text = (Path(__file__).parents[2] / "solutions" / "02_strategies_one_machine.ipynb").read_text()
     for scenario, _ in ch2.SCENARIOS.values():
         assert json.dumps(scenario)[1:-1] in text, scenario
+
+
+def test_ch2_q3_what_the_hints_say_about_sharded_variables(cpus8):
+    """Hint 2 and the f/ParameterServerStrategy reason: a variable's storage can be sharded, and a worker puts the
+    shards back together to compute with them (ShardedVariable's conversion to a tensor concatenates)."""
+    import inspect
+
+    import tensorflow as tf
+    from tensorflow.python.distribute.sharded_variable import ShardedVariable
+
+    assert "variable_partitioner" in inspect.signature(tf.distribute.ParameterServerStrategy).parameters
+    sharded = ShardedVariable([tf.Variable([[1.0], [2.0]]), tf.Variable([[3.0]])])
+    assert tf.convert_to_tensor(sharded).numpy().ravel().tolist() == [1.0, 2.0, 3.0]
+    assert "variable_partitioner" in ch2.PickStrategy.hints[1]

@@ -35,6 +35,21 @@ def test_ch3_q1_tf_config_worker_and_tensorflow_agrees(monkeypatch, cpus8):
     assert_hint(grade(3, "q1", json.dumps({"cluster_spec": {}, "task": {}})), "Unknown top-level key")
 
 
+def test_ch3_q1_optional_keys_that_tensorflow_reads(monkeypatch, cpus8):
+    import tensorflow as tf
+
+    with_rpc = json.dumps(dict(ch3.MWMS, rpc_layer="grpc"))
+    assert_correct(grade(3, "q1", with_rpc))
+    monkeypatch.setenv("TF_CONFIG", with_rpc)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    assert resolver.rpc_layer == "grpc" and resolver.task_id == 2  # TensorFlow reads the key
+    noted = grade(3, "q1", json.dumps(dict(ch3.MWMS, environment="cloud")))
+    assert_correct(noted)
+    assert "Optional key(s) ['environment']" in noted.message
+    assert_hint(grade(3, "q1", json.dumps(dict(ch3.MWMS, rpc_layer="http"))), "speak 'grpc'", points=1)
+    assert "exactly" not in grade(3, "q1", json.dumps(dict(ch3.MWMS, extra=1))).message
+
+
 def test_ch3_q2_tf_config_parameter_server(monkeypatch, cpus8):
     import tensorflow as tf
 
@@ -102,5 +117,27 @@ def test_ch3_q5_every_worker_saves():
                 "decide with is_chief", points=2)
     assert_hint(grade(3, "q5", lambda path, is_chief, task_id: right(path, False, task_id)),
                 "must write to `path` itself", points=2)
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / "tmp" / f"model_{task_id}.keras"), "same temporary folder", points=2)
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / f"tmp_{task_id % 2}" / f"model_{task_id}.keras"), "same temporary folder", points=2)
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / "tmp_1" / ("" if task_id == 1 else f"w{task_id}") / path.name),
+                "one into a folder inside the other's", points=1)
+    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / "tmp" / f"worker_{task_id}" / path.name), "leaves tmp behind", points=2)
+    from course_utils.checkers import exercises
+    graded = exercises(3, mode="graded").q5.evaluate(
+        lambda path, is_chief, task_id: path if is_chief else path.parent / "tmp" / f"worker_{task_id}" / path.name)
+    assert "workertemp" not in graded.message
     assert_hint(grade(3, "q5", "workertemp"), "must be the function")
     assert_hint(grade(3, "q5", lambda path: path), "called as")
+
+
+def test_ch3_q5_a_folder_of_its_own_anywhere(tmp_path):
+    def elsewhere(path, is_chief, task_id):  # e.g. a local folder per worker, outside the shared one
+        return path if is_chief else tmp_path / f"worker_{task_id}" / path.name
+
+    assert_correct(grade(3, "q5", elsewhere))
+    assert_correct(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
+                         path.parent / f"{path.stem}_worker{task_id}" / path.name))
