@@ -11,7 +11,7 @@ from ..meshes import UNSHARDED
 
 __all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_bytes", "as_float", "as_int", "as_shape", "checker_mesh", "close",
            "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
-           "quiet_tensorflow", "short_error", "specs"]
+           "only_ellipses", "quiet_tensorflow", "short_error", "specs"]
 
 
 def is_placeholder(value, none_is_answer=False):
@@ -32,6 +32,22 @@ def is_placeholder(value, none_is_answer=False):
     if isinstance(value, (list, tuple)):
         return all(is_placeholder(v, none_is_answer) for v in value)
     return False
+
+
+def only_ellipses(value):
+    """Whether ``value`` is ``...``, or a non-empty dict, list or tuple of ``...`` only.
+
+    The placeholder test of exercises in which ``None``, ``()`` and ``[]`` are answers (such as
+    "no collective" or "no key"): their placeholders are ``...``.
+
+    Example:
+        >>> only_ellipses({"a": ..., "b": ...}), only_ellipses({"a": None, "b": ...}), only_ellipses(())
+        (True, False, False)
+    """
+    if value is Ellipsis:
+        return True
+    items = list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else None
+    return bool(items) and all(only_ellipses(item) for item in items)
 
 
 def short_error(err, limit=300):
@@ -206,7 +222,7 @@ def on_mesh(value, layout):
     return dtensor.relayout(dtensor.copy_to_mesh(tf.constant(value), replicated), layout)
 
 
-def grade_items(feedback, answer, expected, explain, normalize, what):
+def grade_items(feedback, answer, expected, explain, normalize, what, unanswered=is_placeholder):
     """Grade a dict of independent items, one point each, into ``feedback``.
 
     Args:
@@ -217,6 +233,8 @@ def grade_items(feedback, answer, expected, explain, normalize, what):
             the explanation that gives the right answer away (may be ``""``).
         normalize: turns an item into something comparable with the right value (or None).
         what: a few words on what each item is, for the message about a wrong type.
+        unanswered: ``raw -> bool``, whether an item is still its placeholder (``is_placeholder`` by
+            default; ``only_ellipses`` where ``None``, ``()`` or ``[]`` is an answer).
     """
     if not isinstance(answer, dict):
         feedback.wrong(f"Give a dict with the keys {list(expected)} ({what}), not a {type(answer).__name__}.")
@@ -231,7 +249,7 @@ def grade_items(feedback, answer, expected, explain, normalize, what):
         if key not in answer:
             continue
         raw = answer[key]
-        if is_placeholder(raw):
+        if unanswered(raw):
             feedback.wrong(f"{key}: not answered yet.")
             continue
         given = normalize(raw)

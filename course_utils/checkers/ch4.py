@@ -1,6 +1,8 @@
 """Chapter 4 · DTensor meshes and layouts: the exercises' graders and hints."""
-from .answers import (UNSHARDED, as_bool, as_bytes, as_int, as_shape, grade_items, is_placeholder, layout_of,
-                      mesh_dims, short_error, specs)
+import math
+
+from .answers import (UNSHARDED, as_bytes, as_int, as_shape, grade_items, is_placeholder, layout_of, mesh_dims,
+                      only_ellipses, short_error, specs)
 from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
@@ -208,30 +210,59 @@ MATMULS = {  # case: (x's layout @ w's layout, the collective DTensor runs (meas
           "x splits the contracted axis but w needs it whole (w is split on its output columns instead): x's "
           "feature blocks are first gathered across 'model' (an all-gather), then each device multiplies locally."),
 }
-NO_COLLECTIVE = ("none", "no", "nothing", "no collective", "no communication")
+# Case d has a second plan that gives the right y: gather w whole along k. DTensor does not run it.
+OTHER_PLANS = {"d": ("all-gather", "model")}
+NO_COLLECTIVE = ("none", "no", "nothing", "no collective", "no communication", "[]", "()")
+KINDS = {"allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter"}
 
 
 def _collective(raw):
-    """'none', or (kind, mesh axis) with the kind spelled 'all-reduce', 'all-gather' or 'reduce-scatter'."""
+    """'none', or (kind, mesh axis) with the kind spelled 'all-reduce', 'all-gather' or 'reduce-scatter'.
+
+    Reads what a learner writes and what ``collectives_run_by`` gives: ``None``, ``()``, ``[]`` or
+    ``"none"`` for no collective; ``("all-reduce", "model")``, ``("all-reduce", ("model",))`` (a
+    ``CollectiveRun``'s ``(kind, axes)``), a list holding one such pair, or a ``CollectiveRun``.
+    Several mesh axes stay a tuple (a wrong axis, not an unreadable answer); anything else is None.
+    """
+    if raw is None:
+        return "none"
+    if hasattr(raw, "kind") and hasattr(raw, "axes"):  # a CollectiveRun
+        raw = (raw.kind, tuple(raw.axes))
     if isinstance(raw, str):
         return "none" if raw.strip().lower() in NO_COLLECTIVE else None
-    if isinstance(raw, (list, tuple)) and len(raw) == 2 and all(isinstance(part, str) for part in raw):
-        kind = raw[0].lower().replace("_", "").replace("-", "").replace(" ", "")
-        kinds = {"allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter"}
-        return (kinds.get(kind, kind), raw[1].strip().strip("'\"").lower())
-    return None
+    if not isinstance(raw, (list, tuple)):
+        return None
+    if not raw:
+        return "none"
+    if len(raw) == 1 and not isinstance(raw[0], str):  # [("all-reduce", ("model",))], as collectives_run_by lists them
+        inner = raw[0]
+        readable = hasattr(inner, "kind") or isinstance(inner, (list, tuple)) and len(inner) == 2
+        return _collective(inner) if readable else None
+    if len(raw) != 2 or not isinstance(raw[0], str):
+        return None
+    kind, axes = raw[0].lower().replace("_", "").replace("-", "").replace(" ", ""), raw[1]
+    axes = [axes] if isinstance(axes, str) else list(axes) if isinstance(axes, (list, tuple)) else None
+    if not axes or not all(isinstance(axis, str) for axis in axes):
+        return None
+    axes = tuple(axis.strip().strip("'\"").lower() for axis in axes)
+    return (KINDS.get(kind, kind), axes[0] if len(axes) == 1 else axes)
 
 
 class WhichCollective(Exercise):
     title = "Which collective, over which mesh axis?"
     points = 5
+    none_is_answer = True  # None, () and [] mean "no collective"; the placeholders are `...`
     hints = (
         "y[i, j] = sum over k of x[i, k] * w[k, j]. Which axis is summed over, and which mesh axis splits it?",
         "No device needs the others when each holds the WHOLE contracted axis of what it multiplies. When "
         "partial sums over k are left on several devices, they must be added; when an operand must be whole "
         "along k but is split, it must be gathered first.",
-        "The mesh axis of the collective is the one that splits the contracted axis k.",
+        "The mesh axis of the collective is the one that splits the contracted axis k. In case d, DTensor "
+        "moves no operand that it can avoid moving: cutting x's columns to match w's rows costs nothing.",
     )
+
+    def unanswered(self, answer):
+        return only_ellipses(answer)
 
     def grade(self, collectives):
         expected = {key: truth for key, (_, truth, _) in MATMULS.items()}
@@ -239,7 +270,11 @@ class WhichCollective(Exercise):
         def explain(key, given, raw):
             case, truth, why = MATMULS[key]
             if given is None:
-                return (f"answer 'none' or a pair such as ('all-reduce', 'batch'), got {raw!r}.", "")
+                return (f"answer 'none' (or None, []) or a pair such as ('all-reduce', 'batch'), got {raw!r}.", "")
+            if given == OTHER_PLANS.get(key):
+                return (f"{case}: gathering w whole along k is a plan that gives the right y, but it is not the one "
+                        f"DTensor runs. DTensor moves no operand it can avoid moving: what can each device do with "
+                        f"the columns of x it already holds? (Check with collectives_run_by.)", why)
             if truth == "none":
                 return f"{case}: does any device hold only part of the contracted axis?", why
             if given == "none":
@@ -250,7 +285,7 @@ class WhichCollective(Exercise):
                     f"makes a split operand whole before a local product.", why)
 
         return grade_items(Feedback(), collectives, expected, explain, _collective,
-                           "'none' or (collective, mesh axis) per matmul")
+                           "'none' or (collective, mesh axis) per matmul", unanswered=only_ellipses)
 
 
 # Exercise 5: y = x @ w with x (1024, 4096) and w (4096, 4096) in float32 on the batch=4 x model=2 mesh.
@@ -289,6 +324,10 @@ class LayoutCost(Exercise):
             right = truth[key]
             if given is None:
                 return f"give a number of bytes (an int, or an expression such as 4096 * 4096 * 4), got {raw!r}.", ""
+            for unit, size, rel in (("MiB", 2**20, 1e-6), ("KiB", 2**10, 1e-6), ("MB", 10**6, 5e-3)):
+                if math.isclose(float(raw) * size, right, rel_tol=rel):
+                    return (f"that looks like {unit}: give bytes (1 {unit} = {size:,} bytes; Python can multiply "
+                            f"for you).", "")
             if given * 4 == right:
                 return "count bytes, not numbers: a float32 takes 4 bytes.", ""
             if key.endswith("_held"):

@@ -294,11 +294,13 @@ def budget_memory():
             for name, specs in BUDGET_PLACEMENTS.items()}
 
 
-def budget_bytes_sent():
+def budget_bytes_sent(on_cpu=True):
     """Bytes one device sends per training step, per placement, as DTensor runs the collectives on CPU.
 
     Priced with ``matmul_cost``: d1's product and its weight gradient (the first layer needs no
     input gradient), then d2's product and both gradients; each gradient in its weight's layout.
+    With ``on_cpu=False``, each collective is priced by the ring formula of its own kind, as
+    hardware with a native all-gather and reduce-scatter would run it (exercise 5 is about these CPUs).
     """
     sent = {}
     for name, (d1_kernel, _, d2_kernel, _) in BUDGET_PLACEMENTS.items():
@@ -307,7 +309,8 @@ def budget_bytes_sent():
         d2 = matmul_cost([BUDGET_BATCH, BUDGET_HIDDEN], d1.output_specs, BUDGET_SHAPES["d2.kernel"], d2_kernel,
                          BUDGET_MESH, dw_specs=d2_kernel)
         products = [d1.forward, d1.backward[1], d2.forward, *d2.backward]
-        sent[name] = round(sum(c.bytes_sent_on_cpu for p in products for c in p.collectives))
+        sent[name] = round(sum(c.bytes_sent_on_cpu if on_cpu else c.bytes_sent_per_device
+                               for p in products for c in p.collectives))
     return sent
 
 
@@ -330,7 +333,8 @@ class MemoryBudget(Exercise):
         "Work weight by weight (d1.kernel, d1.bias, d2.kernel, d2.bias) with the specs of each placement, "
         "then add them up and multiply by 3.",
         "A placement fits when its total is at most the budget. Among those, take the one that sends the "
-        "fewest bytes per step (the table printed above the exercise), not the one that holds the least.",
+        "fewest bytes per step on these CPUs (the first column printed above the exercise), not the one that "
+        "holds the least.",
     )
 
     def grade(self, memory, choice):
@@ -359,10 +363,10 @@ class MemoryBudget(Exercise):
         elif picked not in fitting:
             fb.wrong(f"choice: {picked} holds more than the budget of {BUDGET_BYTES:,} bytes per device.")
         elif truth[picked] == min(truth[name] for name in fitting):
-            fb.wrong("choice: it fits and holds the least, but it is not the one that sends the fewest bytes per step.",
-                     answer=f"choice = {best!r}")
+            fb.wrong("choice: it fits and holds the least, but it is not the one that sends the fewest bytes per step "
+                     "on these CPUs.", answer=f"choice = {best!r}")
         else:
-            fb.wrong("choice: it fits, but another placement that fits sends fewer bytes per step.",
+            fb.wrong("choice: it fits, but another placement that fits sends fewer bytes per step on these CPUs.",
                      answer=f"choice = {best!r}")
         return fb
 

@@ -2,7 +2,7 @@
 import math
 import re
 
-from .answers import UNSHARDED, global_numpy, grade_items, layout_of, mesh_dims
+from .answers import UNSHARDED, as_int, global_numpy, grade_items, layout_of, mesh_dims, only_ellipses
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
 
@@ -52,13 +52,32 @@ class RestoreOnAnotherMesh(Exercise):
         import numpy as np
 
         value = global_numpy(restored.read_value())
-        if np.array_equal(value, saved_value()):
-            fb.right("the saved values, restored")
+        if restored.dtype.name != "float32":
+            fb.wrong(f"restored is {restored.dtype.name}; the checkpoint holds float32: create the variable with the "
+                     f"saved weight's dtype, then restore into it.")
         elif not value.any():
             fb.wrong("restored still holds zeros: did the restore run, and under the name the checkpoint used (w)?")
-        else:
+        elif not np.array_equal(value, saved_value()):
             fb.wrong("restored holds other values than the saved weight: restore the checkpoint into it.")
+        elif not was_restored(restored):
+            fb.wrong("restored holds the saved values, but no checkpoint was restored into it: the exercise is to "
+                     "read them back from the file with tf.train.Checkpoint, not to build them again.")
+        else:
+            fb.right("the saved values, restored from the checkpoint")
         return fb
+
+
+def was_restored(variable):
+    """Whether a ``tf.train.Checkpoint`` restore has written into ``variable``.
+
+    A restore stamps every object it restores with its restore id (``_update_uid``, set in
+    ``tensorflow/python/checkpoint/restore.py``); a variable that was never restored has -1 there,
+    or no id at all when no checkpoint has tracked it yet.
+    """
+    try:
+        return int(getattr(variable, "_update_uid", -1)) >= 0
+    except (TypeError, ValueError):
+        return False
 
 
 # Exercise 2: which key a LayoutMap gives two paths, under the three rules of the chapter.
@@ -78,20 +97,27 @@ def layout_map_lookup(rule, path):
     return found[0] if len(found) == 1 else "ValueError"
 
 
+NO_KEY = ("none", "replicated", "no key", "no match", "nothing", "[]", "()", "")
+
+
 def _outcome(raw):
-    if raw is None:
+    """A key, 'replicated' (None, (), [], 'none', 'no key', ...) or 'ValueError' (class, instance or name)."""
+    if raw is None or isinstance(raw, (list, tuple, dict)) and not raw:
         return "replicated"
+    if isinstance(raw, Exception):
+        raw = type(raw)
     if isinstance(raw, type) and issubclass(raw, Exception):
         raw = raw.__name__
     if isinstance(raw, str):
         text = raw.strip().strip("'\"")
-        return text if text in OUTCOMES else ("replicated" if text.lower() in ("none", "replicated") else None)
+        return text if text in OUTCOMES else ("replicated" if text.lower() in NO_KEY else None)
     return None
 
 
 class LayoutMapRules(Exercise):
     title = "Which key does a LayoutMap find? Three rules"
     points = 6
+    none_is_answer = True  # None, () and [] mean "no key: replicated"; the placeholders are `...`
     hints = (
         "Try each key on the path with the rule's function: re.match (from the start), re.search "
         "(anywhere), re.fullmatch (the whole path). Both paths start with 'mlp/'.",
@@ -111,15 +137,22 @@ class LayoutMapRules(Exercise):
             return (f"apply re.{matcher} to each key and the path {PATHS[part]!r}, then "
                     f"{'take the first that matches' if rule == 'tf_keras' else 'count the matches'}.", "")
 
-        return grade_items(Feedback(), found, expected, explain, _outcome, "a key, 'replicated' or 'ValueError'")
+        return grade_items(Feedback(), found, expected, explain, _outcome, "a key, 'replicated' or 'ValueError'",
+                           unanswered=only_ellipses)
+
+    def unanswered(self, answer):
+        return only_ellipses(answer)
 
 
 # Exercise 3: name the parallelism from what each device holds and sends.
 DESCRIPTIONS = {"a": "tensor", "b": "pipeline", "c": "sequence", "d": "expert"}
-BEYOND_LAYOUTS = {"b", "d"}  # pipeline stages and schedules; routing tokens to experts
+# As the exercise describes them: b's stages fed micro-batch by micro-batch and c's ring, passing keys and values
+# hop by hop, are schedules in time. d is written GShard's way: a dispatch einsum and a change of layout from
+# tokens to experts, an all-to-all that DTensor's relayout runs itself (chapter 7 runs one).
+BEYOND_LAYOUTS = {"b", "c"}
 NAMES = {"tensor": "tensor", "model": "tensor", "pipeline": "pipeline", "sequence": "sequence",
-         "context": "sequence", "expert": "expert", "mixture of experts": "expert", "moe": "expert",
-         "data": "data", "fsdp": "fsdp", "zero": "fsdp", "spatial": "spatial"}
+         "context": "sequence", "ring attention": "sequence", "expert": "expert", "mixture of experts": "expert",
+         "moe": "expert", "data": "data", "fsdp": "fsdp", "zero": "fsdp", "spatial": "spatial"}
 
 
 def _kind(raw):
@@ -145,8 +178,9 @@ class NameTheParallelism(Exercise):
     hints = (
         "Ask of each description: what is split over the devices? The weights' matrices, the layers, the "
         "tokens of one sequence, or the experts?",
-        "A DTensor layout says how each tensor is split over a mesh. Which schemes need something a layout "
-        "cannot say: an order in time (stages, micro-batches) or a data-dependent destination for each token?",
+        "A layout says WHERE each block of a tensor lives, and DTensor inserts the collectives that layouts imply "
+        "(all-reduce, all-gather, and the all-to-all of a relayout). What no layout says is WHEN: an order of "
+        "steps in time, such as stages fed micro-batch after micro-batch, or chunks passed on hop by hop.",
     )
 
     def grade(self, kinds, beyond_layouts):
@@ -160,14 +194,24 @@ class NameTheParallelism(Exercise):
         grade_items(fb, kinds, DESCRIPTIONS, explain, _kind, "the name of a kind of parallelism")
         letters = _letters(beyond_layouts)
         if letters == BEYOND_LAYOUTS:
-            fb.right("beyond layouts")
-        elif letters is None:
+            fb.right("beyond layouts: the two schedules in time")
+            return fb
+        if letters is None:
             fb.wrong(f"beyond_layouts: give a set of letters such as {{'a'}}, got {beyond_layouts!r}.")
-        elif "a" in letters or "c" in letters:
-            fb.wrong("beyond_layouts: splitting a weight matrix or a sequence over a mesh axis IS a layout.")
-        else:
-            fb.wrong("beyond_layouts: one scheme needs a schedule in time, another sends tokens where a router "
-                     "decides: both are beyond what a layout says.")
+            return fb
+        problems = []
+        if "a" in letters:
+            problems.append("a: splitting a weight matrix over a mesh axis IS a layout")
+        if "d" in letters:
+            problems.append("d, as described, is GShard's way: a dispatch einsum, then a change of layout from "
+                            "tokens to experts, whose all-to-all DTensor's relayout runs itself (chapter 7, section 7)")
+        if letters - set(DESCRIPTIONS):
+            problems.append(f"{sorted(letters - set(DESCRIPTIONS))} are not among the cases a to d")
+        if BEYOND_LAYOUTS - letters:
+            problems.append("a scheme that needs an order in time, which no layout can say, is missing")
+        fb.wrong("beyond_layouts: " + "; ".join(problems) + ".",
+                 answer="They are b (stages fed micro-batch by micro-batch) and c (keys and values passed round "
+                        "the ring hop by hop): schedules in time.")
         return fb
 
 
@@ -184,6 +228,17 @@ def fewest_micro_batches(stages, at_most):
     return m
 
 
+def _number(raw):
+    """A float from anything ``float()`` takes (NumPy numbers, scalar arrays and tensors, Fractions); else None."""
+    if isinstance(raw, bool):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) else None
+
+
 class PipelineBubble(Exercise):
     title = "The pipeline bubble"
     points = 2
@@ -194,26 +249,34 @@ class PipelineBubble(Exercise):
 
     def grade(self, idle, micro_batches):
         fb = Feedback()
-        right_idle = bubble(4, 12)
-        if isinstance(idle, (int, float)) and not isinstance(idle, bool) and abs(idle - right_idle) < 1e-3:
+        right_idle, given_idle = bubble(4, 12), _number(idle)
+        if given_idle is not None and abs(given_idle - right_idle) < 1e-3:
             fb.right("idle share with 4 stages and 12 micro-batches")
-        elif isinstance(idle, (int, float)) and abs(idle - 3 / 12) < 1e-3:
-            fb.wrong("idle: the step lasts m + d - 1 slots, not m: divide by 12 + 4 - 1.")
-        elif isinstance(idle, (int, float)) and idle > 1:
+        elif given_idle is None:
+            fb.wrong(f"idle: give a number, the share of the step as a fraction (0.5 for half), got {idle!r}.")
+        elif abs(given_idle - 0.25) < 1e-3:  # (d - 1) / m = 3/12, or d / (m + d) = 4/16
+            fb.wrong("idle: 0.25 counts the slots of the step wrong. How many slots does the pipeline take to fill "
+                     "before the last stage gets its first micro-batch, and in how many of all the step's slots "
+                     "does each device work?", answer=f"idle = (4 - 1) / (12 + 4 - 1) = {right_idle}")
+        elif given_idle > 1:
             fb.wrong("idle: give a share between 0 and 1 (0.25 for a quarter), not a percentage.")
         else:
-            fb.wrong("idle: (d - 1) / (m + d - 1) with d = 4 stages and m = 12 micro-batches.",
-                     answer=f"idle = {right_idle}")
-        right_m = fewest_micro_batches(8, 0.1)
-        if micro_batches == right_m:
+            fb.wrong("idle: count the slots of a step (the micro-batches, plus those the pipeline needs to fill and "
+                     "drain), and the slots in which each device has nothing to do.",
+                     answer=f"idle = (4 - 1) / (12 + 4 - 1) = {right_idle}")
+        right_m, given_m = fewest_micro_batches(8, 0.1), as_int(micro_batches)
+        if given_m == right_m:
             fb.right("fewest micro-batches for at most 10 % idle with 8 stages")
-        elif micro_batches == right_m - 1:
-            fb.wrong("micro_batches: one short: check (d - 1) / (m + d - 1) <= 0.1 at your m.")
-        elif isinstance(micro_batches, int) and micro_batches > right_m:
+        elif given_m is None:
+            fb.wrong(f"micro_batches: give a whole number of micro-batches, got {micro_batches!r}.")
+        elif given_m > right_m:
             fb.wrong("micro_batches: that works, but fewer would too: find the smallest.")
-        else:
-            fb.wrong("micro_batches: solve (8 - 1) / (m + 8 - 1) <= 0.1 for the smallest whole m.",
+        elif given_m > 0:
+            fb.wrong(f"micro_batches: with {given_m}, each device idles {bubble(8, given_m):.1%} of the step with 8 "
+                     f"stages, more than 10 %: find the smallest whole m with (8 - 1) / (m + 8 - 1) <= 0.1.",
                      answer=f"micro_batches = {right_m}")
+        else:
+            fb.wrong(f"micro_batches: give a positive number of micro-batches, got {micro_batches!r}.")
         return fb
 
 

@@ -79,6 +79,32 @@ def _keys_and_axes(layout_map):
     return {key: tuple(layout_map[key].axes) for key in list(layout_map)}
 
 
+# tf_keras' names of the same weights, as chapter 5's LayoutMap keys them ("d1.kernel").
+TF_KERAS_NAMES = tuple(path.split("/", 1)[1].replace("/", ".") for path in PORT_SHAPES)
+
+
+def _in_tf_keras_form(key):
+    """Whether ``key`` names a weight the tf_keras way ('d1.kernel') and fits no Keras 3 path as a whole."""
+    try:
+        return (any(re.fullmatch(key, name) for name in TF_KERAS_NAMES)
+                and not any(re.fullmatch(key, path) for path in PORT_SHAPES))
+    except re.error:
+        return False
+
+
+def _as_layout(axes, rank):
+    """A weight's axes as the tf_keras map would compare them: None when replicated, else one entry per axis.
+
+    JAX reads a PartitionSpec shorter than the array as unsplit on the axes it leaves out, so
+    ``(None,)`` and ``(None, None)`` on a matrix, like no key at all, replicate it; ``("model",)`` on a
+    matrix is ``("model", None)``. Axes longer than the weight make Keras fail: they stay as given.
+    """
+    if axes is None or len(axes) > rank:
+        return axes
+    axes = tuple(axes) + (None,) * (rank - len(axes))
+    return None if all(axis is None for axis in axes) else axes
+
+
 class PortLayoutMap(Exercise):
     title = "Port a tf_keras LayoutMap to Keras 3"
     points = 3
@@ -87,7 +113,7 @@ class PortLayoutMap(Exercise):
         "Write one key per weight, as a pattern for the whole path, e.g. '.*/d1/kernel'. Then re.match, "
         "re.search and re.fullmatch all agree on it, so the map works on Keras 3.13 and 3.15.",
         "Each value is a tuple of mesh axis names or None, one per weight axis: (None, 'model') splits the "
-        "columns. Weights that stay replicated need no key.",
+        "columns. Weights that stay replicated need no key (a key with only None does the same).",
     )
 
     def grade(self, layout_map):
@@ -100,23 +126,29 @@ class PortLayoutMap(Exercise):
         if not keys:
             fb.wrong("The map has no keys yet: add one per weight that the tf_keras map splits.")
             return fb
-        if any("." in key and ".*" not in key for key in keys) or any(key.startswith("d") for key in keys):
-            fb.wrong("A key is still in tf_keras' form ('d1.kernel'): Keras 3 paths use '/' and start with the "
-                     "model's name.")
+        old_form = sorted(key for key in keys if _in_tf_keras_form(key))
         found = {rule: {} for rule in RULES}
         for rule in RULES:
-            for path in PORT_SHAPES:
+            for path, shape in PORT_SHAPES.items():
                 matching = [key for key in keys if getattr(re, rule)(key, path)]
-                found[rule][path] = "several" if len(matching) > 1 else (keys[matching[0]] if matching else None)
-        fullmatch = found["fullmatch"]
+                found[rule][path] = ("several" if len(matching) > 1 else
+                                     _as_layout(keys[matching[0]], len(shape)) if matching else None)
         if any(value == "several" for rule in RULES for value in found[rule].values()):
             fb.wrong("Some path matches several keys: Keras 3 raises ValueError there (tf_keras took the first). "
                      "Make each key fit one weight only.")
             return fb
-        if fullmatch == {path: axes for path, axes in PORT_AXES.items()}:
+        fullmatch = found["fullmatch"]
+        if fullmatch == PORT_AXES:
             fb.right("every weight gets the layout of the tf_keras map", points=2)
         else:
             wrong = [path for path, axes in PORT_AXES.items() if fullmatch[path] != axes]
+            too_long = [path for path in wrong if fullmatch[path] is not None
+                        and len(fullmatch[path]) > len(PORT_SHAPES[path])]
+            if old_form:
+                fb.wrong(f"The key(s) {old_form} are still in tf_keras' form ('d1.kernel'): Keras 3 paths use '/' "
+                         f"and start with the model's name, as printed above the exercise.")
+            if too_long:
+                fb.wrong(f"These weights get more axes than they have (Keras fails to place them): {too_long}.")
             fb.wrong(f"Under Keras 3.15's rule (re.fullmatch) these weights get another layout than the tf_keras "
                      f"map gives them: {wrong}.",
                      answer="'.*/d1/kernel': (None, 'model'), '.*/d1/bias': ('model',), '.*/d2/kernel': ('model', None)")

@@ -97,7 +97,13 @@ class Exercise:
     ``grade(self, *answers)`` receives the answers in the order of the check call and returns a
     :class:`Feedback`; it may raise, which the checker turns into a hint. ``hints`` is a tuple
     of hints, the first a nudge and each later one more explicit. ``none_is_answer`` makes
-    ``None`` an answer (only ``...`` is then a placeholder).
+    ``None`` an answer (only ``...`` is then a placeholder); ``unanswered`` decides, per answer,
+    whether it is still the placeholder, and may be overridden.
+
+    ``teach_first`` (self-study mode only): the first wrong ``check()`` says what is wrong but holds
+    back the parts that give the right answer away (``Feedback.wrong(..., answer=...)``), as a
+    graded hand-out does; from the second wrong check on they are shown. ``evaluate()`` and graded
+    mode are not affected.
 
     In a notebook an instance is used as ``ex.q1.check(...)``, ``ex.q1.hint()``, ``ex.q1.hint(2)``
     and ``ex.q1.solution()``.
@@ -107,6 +113,7 @@ class Exercise:
     points = 0
     hints = ()
     none_is_answer = False
+    teach_first = True  # every chapter: the first wrong check says what is wrong, not the answer
 
     def __init__(self, chapter, name, cells, mode=SELF_STUDY):
         self.chapter, self.name, self.mode = chapter, name, mode
@@ -116,6 +123,7 @@ class Exercise:
         self.max_points = self.points
         self.last_result = None
         self.hints_seen = 0
+        self.wrong_checks = 0  # checks of this kernel that scored less than full points
 
     def grade(self, *answers):  # pragma: no cover - every exercise overrides it
         raise NotImplementedError
@@ -123,10 +131,17 @@ class Exercise:
     def __repr__(self):
         return f"<Exercise {self.chapter}.{self.name}: {self.title} ({self.max_points} points); use {self.call}>"
 
+    def unanswered(self, answer):
+        """Whether ``answer`` (one argument of the check call) is still its placeholder."""
+        return is_placeholder(answer, self.none_is_answer)
+
     def evaluate(self, *args, **kwargs):
         """Grade an answer and return a :class:`Result`, without printing it."""
+        return self._evaluate(args, kwargs, first_try=False)
+
+    def _evaluate(self, args, kwargs, first_try):
         answers = list(args) + list(kwargs.values())
-        if not answers or all(is_placeholder(a, self.none_is_answer) for a in answers):
+        if not answers or all(self.unanswered(a) for a in answers):
             return Result(0, self.max_points, UNANSWERED,
                           f"Replace the placeholder(s) with your answer and run the cell again "
                           f"(call it as {self.call}). Stuck? ex.{self.name}.hint() gives a nudge.")
@@ -142,14 +157,22 @@ class Exercise:
                           f"It is called as {self.call}; see ex.{self.name}.hint().")
         points = max(0, min(int(feedback.points), self.max_points))
         status = CORRECT if points == self.max_points else PARTIAL if points else INCORRECT
-        return Result(points, self.max_points, status, feedback.render(graded=self.mode == GRADED))
+        graded = self.mode == GRADED
+        message = feedback.render(graded=graded or first_try)
+        if first_try and not graded and message != feedback.render():
+            message += (f"\n  (A first try: this says what is wrong, not the answer. Fix it, or ask "
+                        f"ex.{self.name}.hint(); a second wrong check shows the answer.)")
+        return Result(points, self.max_points, status, message)
 
     def check(self, *args, **kwargs):
-        """Grade the answer and print the feedback."""
+        """Grade the answer and print the feedback (with ``teach_first``, the first wrong one without the answer)."""
         if os.environ.get(GRADER_RUN_ENV):
             print(f"({self.chapter}.{self.name} is checked by the grader itself.)")
             return
-        self.last_result = self.evaluate(*args, **kwargs)
+        first_try = self.teach_first and self.wrong_checks == 0
+        self.last_result = self._evaluate(args, kwargs, first_try)
+        if self.last_result.status in (PARTIAL, INCORRECT):
+            self.wrong_checks += 1
         print(self.last_result)
 
     def hint(self, level=1):

@@ -69,33 +69,66 @@ def test_ch4_q3_shard_shapes_and_copies(mesh42):
     assert_hint(grade(4, "q3", shapes, [2, 4, 1, 8]), "copies: give a dict")
 
 
-def test_ch4_q4_answers_are_what_dtensor_runs(mesh42):
+Q4_LAYOUTS = {"a": (["batch", "unsharded"], ["unsharded", "unsharded"]),
+              "b": (["batch", "unsharded"], ["unsharded", "model"]),
+              "c": (["batch", "model"], ["model", "unsharded"]),
+              "d": (["batch", "unsharded"], ["model", "unsharded"]),
+              "e": (["batch", "model"], ["unsharded", "model"])}
+
+
+@pytest.fixture(scope="module")
+def q4_runs(mesh42):
+    """What DTensor really runs for each case of exercise 4: {case: the list collectives_run_by returns}."""
     import tensorflow as tf
     from course_utils import collectives_run_by, pack_batch
     from tensorflow.experimental import dtensor
 
-    U = dtensor.UNSHARDED
-    layouts = {"a": (["batch", U], [U, U]), "b": (["batch", U], [U, "model"]), "c": (["batch", "model"], ["model", U]),
-               "d": (["batch", U], ["model", U]), "e": (["batch", "model"], [U, "model"])}
     x = np.arange(32, dtype="float32").reshape(8, 4)
     w = np.arange(24, dtype="float32").reshape(4, 6)
-    for key, (x_specs, w_specs) in layouts.items():
+    runs = {}
+    for key, (x_specs, w_specs) in Q4_LAYOUTS.items():
         xs, ws = pack_batch(x, dtensor.Layout(x_specs, mesh42)), pack_batch(w, dtensor.Layout(w_specs, mesh42))
         assert np.allclose(global_numpy(tf.matmul(xs, ws)), x @ w), key
-        runs = [(run.kind, run.axes[0]) for run in collectives_run_by(lambda: tf.matmul(xs, ws))]
-        assert runs == ([] if ch4.MATMULS[key][1] == "none" else [ch4.MATMULS[key][1]]), (key, runs)
+        runs[key] = collectives_run_by(lambda: tf.matmul(xs, ws))
+    return runs
+
+
+def test_ch4_q4_answers_are_what_dtensor_runs(q4_runs):
+    for key, runs in q4_runs.items():
+        truth = ch4.MATMULS[key][1]
+        assert [(run.kind, run.axes[0]) for run in runs] == ([] if truth == "none" else [truth]), (key, runs)
+    # Case d's other plan (gather w whole along k) also gives the right y, but DTensor does not run it.
+    assert ch4.OTHER_PLANS["d"] != ch4.MATMULS["d"][1]
+    assert [(run.kind, run.axes) for run in q4_runs["d"]] == [("all-reduce", ("model",))]
+
+
+def test_ch4_q4_accepts_what_collectives_run_by_returns(q4_runs):
+    assert_correct(grade(4, "q4", q4_runs))  # lists of CollectiveRun, [] for none
+    printed = {key: [(run.kind, run.axes) for run in runs] for key, runs in q4_runs.items()}  # as the chapter prints
+    assert_correct(grade(4, "q4", printed))
+    assert_correct(grade(4, "q4", {key: pairs[0] if pairs else () for key, pairs in printed.items()}))
 
 
 def test_ch4_q4_collectives():
     right = {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}
     assert_correct(grade(4, "q4", right))
     assert_correct(grade(4, "q4", dict(right, a="None", c=["AllReduce", "model"], e=("all_gather", "'model'"))))
+    for no_collective in (None, (), [], "none", "no communication"):
+        assert_correct(grade(4, "q4", dict(right, a=no_collective, b=no_collective)))
+    assert_correct(grade(4, "q4", dict(right, c=("all-reduce", ("model",)), d=[("all-reduce", ("model",))])))
     assert_hint(grade(4, "q4", dict(right, c="none")), "cannot finish alone", points=4)
+    assert_hint(grade(4, "q4", dict(right, c=None)), "cannot finish alone", points=4)  # None is an answer: none
     assert_hint(grade(4, "q4", dict(right, b=("all-reduce", "model"))), "does any device hold only part", points=4)
     assert_hint(grade(4, "q4", dict(right, d=("all-reduce", "batch"))), "which mesh axis splits", points=4)
+    assert_hint(grade(4, "q4", dict(right, c=("all-reduce", ("batch", "model")))), "which mesh axis splits", points=4)
     assert_hint(grade(4, "q4", dict(right, e=("all-reduce", "model"))), "another collective", points=4)
-    assert_hint(grade(4, "q4", dict(right, a=True)), "answer 'none' or a pair", points=4)
-    assert_hint(grade(4, "q4", dict(right, d=None)), "d: not answered yet", points=4)
+    assert_hint(grade(4, "q4", dict(right, d=("all-gather", "model"))), "a plan that gives the right y",
+                "not the one DTensor runs", points=4)
+    assert_hint(grade(4, "q4", dict(right, a=True)), "answer 'none'", points=4)
+    assert_hint(grade(4, "q4", dict(right, d=...)), "d: not answered yet", points=4)
+    # Only `...` is a placeholder: a dict of empty answers is graded (two of them are right).
+    assert_hint(grade(4, "q4", {key: [] for key in right}), "cannot finish alone", points=2)
+    assert grade(4, "q4", {key: ... for key in right}).status == "unanswered"
 
 
 def test_ch4_q4_graded_feedback_keeps_the_answer_back():
@@ -103,6 +136,60 @@ def test_ch4_q4_graded_feedback_keeps_the_answer_back():
     result = exercises(4, mode="graded").q4.evaluate(dict(right, e=("all-reduce", "model")))
     assert result.points == 4 and "another collective" in result.message
     assert ch4.MATMULS["e"][2] not in result.message  # the explanation names the answer: self-study only
+
+
+def test_ch4_first_wrong_check_teaches_before_it_tells(capsys):
+    """core.Exercise.teach_first: the first wrong check() holds the answer back; the second shows it."""
+    from course_utils.checkers import chapter_definition
+
+    fresh = chapter_definition(4).bind()  # a kernel's checkers, with no checks yet
+    right = {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}
+    wrong = dict(right, e=("all-reduce", "model"))
+    fresh.q4.check(wrong)
+    first = capsys.readouterr().out
+    assert "another collective" in first and ch4.MATMULS["e"][2] not in first
+    assert "a second wrong check shows the answer" in first and "ex.q4.hint()" in first
+    fresh.q4.check(wrong)
+    second = capsys.readouterr().out
+    assert ch4.MATMULS["e"][2] in second and "a second wrong check" not in second
+    assert fresh.q4.wrong_checks == 2
+    fresh.q4.check(right)
+    assert capsys.readouterr().out.startswith("Correct! 5/5 points.")
+    # evaluate() (the grader's and the tests' way in) always gives the mode's full feedback.
+    assert ch4.MATMULS["e"][2] in chapter_definition(4).bind().q4.evaluate(wrong).message
+    # A first wrong check with nothing to hold back gets no note.
+    fresh.q5.check(dict(COSTS, a_held=4096 * 4096))
+    assert "a float32 takes 4 bytes" in (out := capsys.readouterr().out) and "first try" not in out
+    # Graded hand-outs hold answers back on every check, with no note.
+    graded = chapter_definition(4).bind(mode="graded")
+    graded.q4.check(wrong)
+    graded.q4.check(wrong)
+    out = capsys.readouterr().out
+    assert ch4.MATMULS["e"][2] not in out and "first try" not in out
+
+
+def test_every_chapter_teaches_before_it_tells(capsys):
+    """Chapter 3 too: the first wrong check holds the answer back; the second shows it."""
+    from course_utils.checkers import chapter_definition
+
+    fresh = chapter_definition(3).bind()
+    assert fresh.q4.teach_first
+    fresh.q4.check([True, True, True, False, True, False])
+    first = capsys.readouterr().out
+    assert "It is False: It is data parallelism" not in first and "a second wrong check shows the answer" in first
+    fresh.q4.check([True, True, True, False, True, False])
+    assert "It is False: It is data parallelism" in capsys.readouterr().out
+
+
+def test_ch4_right_answers_print_no_wrong_line(mesh42):
+    from tensorflow.experimental import dtensor
+
+    results = [grade(4, "q1", mesh42, dtensor.Layout([dtensor.UNSHARDED, "model"], mesh42)),
+               grade(4, "q3", {k: shape for k, (_, shape, _) in ch4.SHARDS.items()},
+                     {k: n for k, (_, _, n) in ch4.SHARDS.items()}),
+               grade(4, "q4", {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}), grade(4, "q5", COSTS)]
+    for result in results:
+        assert result.status == "correct" and "✗" not in result.message, str(result)
 
 
 W_BYTES = 4096 * 4096 * 4
@@ -122,4 +209,17 @@ def test_ch4_q5_layout_cost():
     assert_hint(grade(4, "q5", dict(COSTS, b_sent=0.75 * W_BYTES)), "Add both", points=3)  # forgot dx over model
     assert_hint(grade(4, "q5", dict(COSTS, a_sent=2 * W_BYTES)), "find each all-reduce", points=3)  # n, not (n-1)/n
     assert_hint(grade(4, "q5", dict(COSTS, a_sent="96 MiB")), "give a number of bytes", points=3)
+    # Units: answers in MiB, KiB or MB are named as such.
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=64)), "looks like MiB", "give bytes", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, a_sent=96.0, b_held=32)), "looks like MiB", points=2)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=52 * 1024)), "looks like KiB", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=54.525952)), "looks like MB", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, a_sent=100.7)), "looks like MB", points=3)
     assert_hint(grade(4, "q5", dict(COSTS, b_sent=None)), "b_sent: not answered yet", points=3)
+
+
+def test_only_ellipses_is_the_placeholder_where_none_is_an_answer():
+    from course_utils.checkers.answers import only_ellipses
+
+    assert only_ellipses(...) and only_ellipses({"a": ..., "b": ...}) and only_ellipses([..., ...])
+    assert not any(only_ellipses(value) for value in (None, (), [], {}, {"a": None, "b": ...}, {"a": []}, "none"))

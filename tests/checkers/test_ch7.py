@@ -10,7 +10,8 @@ FOUND = {"kernel, tf_keras": ".*dense_1/kernel", "kernel, keras_3_13": "ValueErr
          "bias, keras_3_13": "dense_1", "bias, keras_3_15": "replicated"}
 
 
-def restored_variable(mesh_dims, specs, value):
+def packed_variable(mesh_dims, specs, value):
+    """A DVariable built from ``value`` directly: no checkpoint is restored into it."""
     import tensorflow as tf
     from tensorflow.experimental import dtensor
 
@@ -19,29 +20,58 @@ def restored_variable(mesh_dims, specs, value):
     return dtensor.DVariable(pack_batch(tf.constant(value), dtensor.Layout(specs, make_mesh(mesh_dims))))
 
 
-def test_ch7_q1_restore_on_another_mesh(cpus8):
+@pytest.fixture(scope="module")
+def checkpoint_path(cpus8, tmp_path_factory):
+    """Exercise 1's checkpoint: saved_value() on batch=4 x model=2, split by columns, saved as w."""
     import tensorflow as tf
     from tensorflow.experimental import dtensor
 
-    from course_utils import make_mesh, pack_batch
+    saved = packed_variable([("batch", 4), ("model", 2)], [dtensor.UNSHARDED, "model"], ch7.saved_value())
+    return tf.train.Checkpoint(w=saved).save(str(tmp_path_factory.mktemp("ch7") / "w"))
+
+
+def restored_from(path, mesh_dims, specs):
+    """A zero DVariable in the given layout, with the checkpoint restored into it (as the exercise asks)."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    from course_utils import make_mesh
+
+    zeros = dtensor.call_with_layout(tf.zeros, dtensor.Layout(specs, make_mesh(mesh_dims)), shape=list(ch7.SAVED_SHAPE))
+    variable = dtensor.DVariable(zeros)
+    tf.train.Checkpoint(w=variable).restore(path).assert_consumed()
+    return variable
+
+
+def test_ch7_q1_restore_on_another_mesh(checkpoint_path):
+    from tensorflow.experimental import dtensor
 
     U = dtensor.UNSHARDED
-    saved = dtensor.DVariable(pack_batch(ch7.saved_value(), dtensor.Layout([U, "model"], make_mesh([("batch", 4), ("model", 2)]))))
-    zeros = np.zeros(ch7.SAVED_SHAPE, "float32")
-    restored = restored_variable([("rows", 8)], ["rows", U], zeros)
-    import tempfile
-    with tempfile.TemporaryDirectory() as folder:
-        path = tf.train.Checkpoint(w=saved).save(f"{folder}/w")
-        tf.train.Checkpoint(w=restored).restore(path).assert_consumed()
+    restored = restored_from(checkpoint_path, [("rows", 8)], ["rows", U])
     assert_correct(grade(7, "q1", restored))
-    assert_hint(grade(7, "q1", restored_variable([("rows", 8)], ["rows", U], zeros)), "still holds zeros", points=2)
-    assert_hint(grade(7, "q1", restored_variable([("rows", 8)], [U, U], ch7.saved_value())), "is replicated", points=2)
-    assert_hint(grade(7, "q1", restored_variable([("rows", 8)], [U, "rows"], ch7.saved_value())), "the rows", points=2)
-    assert_hint(grade(7, "q1", restored_variable([("batch", 4), ("model", 2)], ["batch", U], ch7.saved_value())),
+    assert "✗" not in grade(7, "q1", restored).message
+    assert_hint(grade(7, "q1", restored_from(checkpoint_path, [("rows", 8)], [U, U])), "is replicated", points=2)
+    assert_hint(grade(7, "q1", restored_from(checkpoint_path, [("rows", 8)], [U, "rows"])), "the rows", points=2)
+    assert_hint(grade(7, "q1", restored_from(checkpoint_path, [("batch", 4), ("model", 2)], ["batch", U])),
                 "asks for rows=8", points=1)  # the layout names 'batch', not 'rows'
-    assert_hint(grade(7, "q1", restored_variable([("rows", 8)], ["rows", U], ch7.saved_value() + 1)), "other values",
+    zeros = np.zeros(ch7.SAVED_SHAPE, "float32")
+    assert_hint(grade(7, "q1", packed_variable([("rows", 8)], ["rows", U], zeros)), "still holds zeros", points=2)
+    assert_hint(grade(7, "q1", packed_variable([("rows", 8)], ["rows", U], ch7.saved_value() + 1)), "other values",
                 points=2)
     assert_hint(grade(7, "q1", ch7.saved_value()), "should be a dtensor.DVariable")
+
+
+def test_ch7_q1_the_restore_itself_is_checked(checkpoint_path):
+    """The set-up cell imports saved_value(): packing it again is not restoring the checkpoint."""
+    from tensorflow.experimental import dtensor
+
+    U = dtensor.UNSHARDED
+    packed = packed_variable([("rows", 8)], ["rows", U], ch7.saved_value())
+    assert not ch7.was_restored(packed) and ch7.was_restored(restored_from(checkpoint_path, [("rows", 8)], ["rows", U]))
+    assert_hint(grade(7, "q1", packed), "no checkpoint was restored into it", points=2)
+    as_float64 = packed_variable([("rows", 8)], ["rows", U], ch7.saved_value().astype("float64"))
+    assert_hint(grade(7, "q1", as_float64), "restored is float64", points=2)
+    assert not ch7.was_restored(object()) and not ch7.was_restored(ch7.saved_value())
 
 
 def test_ch7_q2_truth_is_what_tf_keras_and_keras_3_do(mesh42, keras2):
@@ -79,35 +109,88 @@ def test_ch7_q2_truth_is_what_tf_keras_and_keras_3_do(mesh42, keras2):
 def test_ch7_q2_layout_map_rules():
     assert_correct(grade(7, "q2", FOUND))
     assert_correct(grade(7, "q2", dict(FOUND, **{"kernel, keras_3_13": ValueError})))
+    assert_correct(grade(7, "q2", dict(FOUND, **{"kernel, keras_3_13": ValueError("matches several keys")})))
+    for no_key in (None, (), [], "none", "no key"):  # "no key" answers: replicated
+        assert_correct(grade(7, "q2", dict(FOUND, **{"bias, tf_keras": no_key, "bias, keras_3_15": no_key})))
+    assert_hint(grade(7, "q2", dict(FOUND, **{"bias, keras_3_13": None})), "re.search", points=5)  # an answer, wrong
+    assert_hint(grade(7, "q2", dict(FOUND, **{"bias, tf_keras": ...})), "bias, tf_keras: not answered yet", points=5)
+    assert grade(7, "q2", {key: ... for key in FOUND}).status == "unanswered"
+    assert grade(7, "q2", {key: None for key in FOUND}).points == 2  # None is "replicated", right twice
     assert_hint(grade(7, "q2", dict(FOUND, **{"kernel, tf_keras": "dense_1"})), "re.match", "take the first", points=5)
     assert_hint(grade(7, "q2", dict(FOUND, **{"kernel, keras_3_13": ".*dense_1/kernel"})), "count the matches", points=5)
     assert_hint(grade(7, "q2", dict(FOUND, **{"bias, keras_3_15": "dense_1"})), "re.fullmatch", points=5)
     assert_hint(grade(7, "q2", dict(FOUND, **{"bias, tf_keras": "mlp/dense_1/bias"})), "answer one of", points=5)
-    assert_hint(grade(7, "q2", dict(FOUND, **{"bias, tf_keras": None})), "not answered yet", points=5)
+
+
+def test_ch7_q3_truth_a_relayout_between_axes_runs_an_all_to_all(mesh42):
+    """Why d (GShard's dispatch) is within layouts: DTensor's relayout moves a split from one axis to another."""
+    from tensorflow.experimental import dtensor
+
+    from course_utils import collectives_run_by, pack_batch
+
+    U = dtensor.UNSHARDED
+    by_token = pack_batch(np.arange(64, dtype="float32").reshape(8, 8), dtensor.Layout(["model", U], mesh42))
+    runs = collectives_run_by(lambda: dtensor.relayout(by_token, dtensor.Layout([U, "model"], mesh42)))
+    assert [(run.kind, run.axes) for run in runs] == [("all-to-all", ("model",))]
+    assert ch7.BEYOND_LAYOUTS == {"b", "c"}
 
 
 def test_ch7_q3_name_the_parallelism():
     kinds = {"a": "tensor", "b": "pipeline", "c": "sequence", "d": "expert"}
-    assert_correct(grade(7, "q3", kinds, {"b", "d"}))
-    assert_correct(grade(7, "q3", {"a": "Model parallelism", "b": "pipeline-parallel", "c": "context", "d": "MoE"}, "b, d"))
-    assert_hint(grade(7, "q3", dict(kinds, a="data"), {"b", "d"}), "read again", points=4)
-    assert_hint(grade(7, "q3", dict(kinds, c="spatial"), {"b", "d"}), "read again", points=4)
-    assert_hint(grade(7, "q3", dict(kinds, d=3), {"b", "d"}), "name one kind", points=4)
-    assert_hint(grade(7, "q3", kinds, {"b"}), "another sends tokens", points=4)
-    assert_hint(grade(7, "q3", kinds, {"a", "b", "d"}), "IS a layout", points=4)
+    assert_correct(grade(7, "q3", kinds, {"b", "c"}))
+    assert_correct(grade(7, "q3", {"a": "Model parallelism", "b": "pipeline-parallel", "c": "context", "d": "MoE"},
+                         "b, c"))
+    assert_correct(grade(7, "q3", dict(kinds, c="ring attention"), ["c", "B"]))
+    assert "✗" not in grade(7, "q3", kinds, {"b", "c"}).message
+    assert_hint(grade(7, "q3", dict(kinds, a="data"), {"b", "c"}), "read again", points=4)
+    assert_hint(grade(7, "q3", dict(kinds, c="spatial"), {"b", "c"}), "read again", points=4)
+    assert_hint(grade(7, "q3", dict(kinds, d=3), {"b", "c"}), "name one kind", points=4)
+    assert_hint(grade(7, "q3", kinds, {"b", "d"}), "GShard's way", "relayout runs itself", "is missing", points=4)
+    assert_hint(grade(7, "q3", kinds, {"b", "c", "d"}), "GShard's way", points=4)
+    assert_hint(grade(7, "q3", kinds, {"b"}), "order in time", "is missing", points=4)
+    assert_hint(grade(7, "q3", kinds, {"a", "b", "c"}), "IS a layout", points=4)
+    assert_hint(grade(7, "q3", kinds, {"b", "c", "e"}), "not among the cases", points=4)
     assert_hint(grade(7, "q3", kinds, 7), "give a set of letters", points=4)
 
 
 def test_ch7_q4_pipeline_bubble():
+    import tensorflow as tf
+    from fractions import Fraction
+
     assert ch7.bubble(4, 12) == 0.2 and ch7.fewest_micro_batches(8, 0.1) == 63
     assert_correct(grade(7, "q4", 0.2, 63))
-    assert_hint(grade(7, "q4", 0.25, 63), "not m", points=1)
+    for idle in (np.float32(0.2), np.array(0.2), tf.constant(0.2), Fraction(1, 5), 3 / 15, "0.2"):
+        assert_correct(grade(7, "q4", idle, np.int64(63)))  # anything float() takes
+    assert_correct(grade(7, "q4", 0.2, 63.0))
+    for quarter in (3 / 12, 4 / 16):  # (d - 1) / m and d / (m + d): the same 0.25, the same diagnosis
+        result = grade(7, "q4", quarter, 63)
+        assert_hint(result, "0.25 counts the slots of the step wrong", points=1)
+        assert "not m" not in result.message
     assert_hint(grade(7, "q4", 20, 63), "not a percentage", points=1)
-    assert_hint(grade(7, "q4", 0.2, 62), "one short", points=1)
+    assert_hint(grade(7, "q4", "a fifth", 63), "give a number", points=1)
+    assert_hint(grade(7, "q4", 0.5, 63), "count the slots", points=1)
+    assert_hint(grade(7, "q4", 0.2, 62), "idles 10.1% of the step", "more than 10 %", points=1)
+    assert_hint(grade(7, "q4", 0.2, 0), "positive number", points=1)
     assert_hint(grade(7, "q4", 0.2, 100), "fewer would too", points=1)
-    assert_hint(grade(7, "q4", 0.2, "sixty"), "smallest whole m", points=1)
+    assert_hint(grade(7, "q4", 0.2, 10), "more than 10 %", points=1)
+    assert_hint(grade(7, "q4", 0.2, "sixty"), "whole number", points=1)
 
 
 def test_ch7_graded_feedback_keeps_answers_back():
     result = exercises(7, mode="graded").q4.evaluate(0.3, 10)
     assert result.points == 0 and "63" not in result.message and "0.2" not in result.message
+    result = exercises(7, mode="graded").q3.evaluate({"a": "tensor", "b": "pipeline", "c": "sequence", "d": "expert"},
+                                                     {"b", "d"})
+    assert result.points == 4 and "They are b" not in result.message
+
+
+def test_ch7_first_wrong_check_holds_the_answer_back(capsys):
+    from course_utils.checkers import chapter_definition
+
+    fresh = chapter_definition(7).bind()
+    assert all(exercise.teach_first for exercise in fresh)
+    fresh.q4.check(0.3, 10)
+    first = capsys.readouterr().out
+    assert "idle = " not in first and "micro_batches = 63" not in first and "a second wrong check" in first
+    fresh.q4.check(0.3, 10)
+    assert "micro_batches = 63" in capsys.readouterr().out

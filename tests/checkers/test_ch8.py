@@ -62,10 +62,37 @@ def test_ch8_q1_graded_mode_keeps_the_answer_back():
     assert result.points == 0 and "('batch', None)" not in result.message and "(2, 6)" not in result.message
 
 
-def test_ch8_q2_port(new_map):
-    assert_correct(grade(8, "q2", new_map(RIGHT_MAP)))
-    assert_correct(grade(8, "q2", new_map({"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",),
-                                           "mlp3/d2/kernel": ("model", None)})))
+REPLICATED_KEYS = {".*/d2/bias": (None,), ".*/d3/kernel": (None, None), ".*/d3/bias": (None,)}
+
+
+@pytest.mark.parametrize("entries", [
+    RIGHT_MAP,
+    {"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",), "mlp3/d2/kernel": ("model", None)},
+    {".+/d1/kernel": (None, "model"), ".+/d1/bias": ("model",), ".+/d2/kernel": ("model", None)},
+    {**RIGHT_MAP, **REPLICATED_KEYS},  # explicit replicated keys: the same as no key
+    {**RIGHT_MAP, ".*/d3/kernel": (None,)},  # JAX leaves the axes a spec does not reach unsplit
+    {".*/d1/kernel": (None, "model"), ".*/d1/bias": ("model",), ".*/d2/kernel": ("model",)},
+])
+def test_ch8_q2_port(new_map, entries):
+    result = grade(8, "q2", new_map(entries))
+    assert_correct(result)
+    assert "✗" not in result.message and "tf_keras' form" not in result.message
+
+
+def test_ch8_q2_explicit_replicated_axes_are_no_key_to_jax(jax8):
+    """Why (None,) and (None, None) are accepted: JAX places such a weight exactly as a weight without a key."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from course_utils.checkers import ch8
+
+    mesh = Mesh(np.array(jax8.devices()[:8]).reshape(4, 2), ("batch", "model"))
+    whole = NamedSharding(mesh, PartitionSpec())
+    for spec, ndim in (((None,), 1), ((None,), 2), ((None, None), 2)):
+        assert NamedSharding(mesh, PartitionSpec(*spec)).is_equivalent_to(whole, ndim), spec
+    rows_split = NamedSharding(mesh, PartitionSpec("model", None))
+    assert NamedSharding(mesh, PartitionSpec("model")).is_equivalent_to(rows_split, 2)
+    assert ch8._as_layout((None, None), 2) is None and ch8._as_layout(("model",), 2) == ("model", None)
+    assert ch8._as_layout((None, None), 1) == (None, None)  # more axes than the weight: Keras fails to place it
 
 
 @pytest.mark.parametrize("entries, fragment, points", [
@@ -73,9 +100,11 @@ def test_ch8_q2_port(new_map):
     ({"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": ("model", None)}, "re.fullmatch", 0),
     ({**RIGHT_MAP, ".*kernel": ("model", None)}, "several keys", 0),
     ({".*/d1/kernel": ("model", None), ".*/d1/bias": ("model",), ".*/d2/kernel": (None, "model")}, "another layout", 1),
-    ({".*d1/kernel": (None, "model"), ".*d1/bias": ("model",), ".*d2/kernel": ("model", None), "mlp3/d3": (None,)},
-     "mean different things", 2),
+    ({".*d1/kernel": (None, "model"), ".*d1/bias": ("model",), ".*d2/kernel": ("model", None), "mlp3/d3": ("model",)},
+     "mean different things", 2),  # re.match and re.search split d3 by its key; re.fullmatch finds no key for it
     ({}, "no keys yet", 0),
+    ({**RIGHT_MAP, ".*/d3/bias": (None, None)}, "more axes than they have", 1),
+    ({**RIGHT_MAP, ".*/d1/kernel": (None, None)}, "another layout", 1),  # replicated where the map splits
 ])
 def test_ch8_q2_wrong_maps(new_map, entries, fragment, points):
     assert_hint(grade(8, "q2", new_map(entries)), fragment, points=points)
@@ -83,6 +112,27 @@ def test_ch8_q2_wrong_maps(new_map, entries, fragment, points):
 
 def test_ch8_q2_not_a_layout_map():
     assert_hint(grade(8, "q2", {"a": 1}), "must be a keras.distribution.LayoutMap")
+
+
+def test_ch8_q2_tf_keras_form_is_named_only_for_tf_keras_keys():
+    from course_utils.checkers import ch8
+
+    assert [ch8._in_tf_keras_form(key) for key in ("d1.kernel", "d2.bias", ".+/d1/kernel", ".*d1.kernel",
+                                                   "mlp3/d1/kernel", "d1/kernel", "(")] == [
+        True, True, False, False, False, False, False]
+
+
+def test_ch8_first_wrong_check_holds_the_answer_back(capsys, new_map):
+    from course_utils.checkers import chapter_definition
+
+    fresh = chapter_definition(8).bind()
+    assert all(exercise.teach_first for exercise in fresh)
+    swapped = {".*/d1/kernel": ("model", None), ".*/d1/bias": ("model",), ".*/d2/kernel": (None, "model")}
+    fresh.q2.check(new_map(swapped))
+    first = capsys.readouterr().out
+    assert "another layout" in first and "'.*/d1/kernel': (None, 'model')" not in first
+    fresh.q2.check(new_map(swapped))
+    assert "'.*/d1/kernel': (None, 'model')" in capsys.readouterr().out
 
 
 def test_ch8_q3_bytes():
