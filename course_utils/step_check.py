@@ -5,6 +5,10 @@ variable is updated with the wrong gradient (chapter 5 meets such a bug in DTens
 catches it compares, variable by variable, the change one step makes with the change a reference
 makes from the same starting values: the same step run eagerly (one operation at a time), or a
 function you write (NumPy, one device, another framework).
+
+It reads every variable whole on the host, so check a scaled-down copy of a model that is sharded
+because it does not fit, with the same layouts; and check a later step too, not only the first
+(a bug that depends on the step count is right at step 1).
 """
 import dataclasses
 
@@ -16,10 +20,22 @@ from course_utils.packing import pack_batch, shard_slices
 
 __all__ = ["StepCheck", "VariableCheck", "check_step", "value_of"]
 
+RTOL, ATOL = 1e-3, 1e-7  # per element: |applied - expected| <= ATOL + RTOL |expected|
+
+WHY_WRONG = ("A WRONG line is a bug in the step, or a difference between the two runs that is not one: the step "
+             "created variables of its own (build the optimizer first, so that its slots exist and are checked), "
+             "it draws random numbers (dropout), it has Python side effects, or a variable it changes is missing "
+             "from the list.")
+
 
 def _blocks(tensor):
     """The global value of a DTensor and how far its devices' copies of the same block disagree."""
     layout = dtensor.fetch_layout(tensor)
+    mesh = layout.mesh
+    if len(mesh.local_device_ids()) != mesh.size:
+        raise ValueError(f"This process holds {len(mesh.local_device_ids())} of the mesh's {mesh.size} devices: "
+                         f"the other blocks live in other clients. Check a step on a mesh of one process "
+                         f"(a scaled-down copy with the same layouts).")
     blocks = [b.numpy() for b in dtensor.unpack(tensor)]
     value = np.zeros(tensor.shape, dtype=blocks[0].dtype)
     seen, disagree = {}, 0.0
@@ -43,6 +59,7 @@ def value_of(x):
 
     Raises:
         TypeError: ``x`` is neither (a NumPy array, a list, ...).
+        ValueError: ``x`` is a DTensor on a mesh whose devices are not all in this process.
 
     Example:
         >>> value_of(tf.Variable([1.0, 2.0]))
@@ -59,37 +76,49 @@ def value_of(x):
 class VariableCheck:
     """How one variable's change in the step compares with the reference's.
 
-    ``largest_error`` is the largest |applied change − reference change| over the variable's
-    elements; ``largest_change`` the largest |reference change| (the scale to read it against);
+    ``largest_error`` is the largest |applied change − expected change| over the variable's
+    elements; ``largest_change`` the largest |expected change| (the scale to read it against);
     ``replicas_disagree_by`` the largest difference between two devices' copies of the same block
-    after the step (0 for a plain variable: replicated copies must stay identical).
+    after the step (0 for a plain variable: replicated copies must stay identical); ``ok`` whether
+    every element is within the tolerance and the copies agree.
     """
     name: str
     shape: tuple
     largest_error: float
     largest_change: float
     replicas_disagree_by: float
+    ok: bool
 
-    def ok(self, atol):
-        return self.largest_error <= atol and self.replicas_disagree_by <= atol
+
+def _judge(name, applied, expected, disagree, rtol, atol):
+    error = np.abs(applied - expected)
+    within = bool(np.all(error <= atol + rtol * np.abs(expected)) and disagree <= np.max(atol))
+    return VariableCheck(name, tuple(applied.shape), float(error.max(initial=0.0)),
+                         float(np.abs(expected).max(initial=0.0)), disagree, within)
 
 
 @dataclasses.dataclass(frozen=True)
 class StepCheck:
-    """The result of :func:`check_step`: one :class:`VariableCheck` per variable, and the tolerance."""
+    """The result of :func:`check_step`: one :class:`VariableCheck` per variable.
+
+    Print it for a table; ``ok``, ``wrong``, ``[name]``, ``assert_ok()``; ``judged(rtol=, atol=)``
+    judges the same two runs again with other tolerances.
+    """
     variables: tuple
-    atol: float
+    rtol: float
+    atol: object
     reference: str
+    changes: dict = dataclasses.field(repr=False, compare=False, default_factory=dict)
 
     @property
     def ok(self):
-        """Whether every variable changed as the reference did (within ``atol``)."""
-        return all(v.ok(self.atol) for v in self.variables)
+        """Whether every variable changed as the reference did (within the tolerance)."""
+        return all(v.ok for v in self.variables)
 
     @property
     def wrong(self):
         """The names of the variables that did not change as the reference did."""
-        return [v.name for v in self.variables if not v.ok(self.atol)]
+        return [v.name for v in self.variables if not v.ok]
 
     def __getitem__(self, name):
         for variable in self.variables:
@@ -97,22 +126,49 @@ class StepCheck:
                 return variable
         raise KeyError(f"No variable {name!r} was checked; the names are {[v.name for v in self.variables]}.")
 
+    def judged(self, rtol=None, atol=None):
+        """The same comparison with other tolerances (``atol`` a number, or ``{name: number or array}``).
+
+        Raises:
+            ValueError: an ``atol`` array does not have its variable's shape.
+        """
+        if isinstance(atol, dict) and not isinstance(self.atol, dict):
+            atol = {**dict.fromkeys(self.changes, self.atol), **atol}  # the others keep this check's atol
+        return _step_check(self.changes, self.reference, self.rtol if rtol is None else rtol,
+                           self.atol if atol is None else atol)
+
     def __str__(self):
-        width = max(len(v.name) for v in self.variables)
-        lines = [f"One step against {self.reference} (tolerance {self.atol:g}):",
-                 f"  {'variable':{width}}  {'largest error':>13}  {'largest change':>14}  {'replicas differ':>15}"]
+        width = max(8, *(len(v.name) for v in self.variables))
+        tolerance = f"|error| <= {self.atol if isinstance(self.atol, (int, float)) else 'atol per variable'}" + (
+            f" + {self.rtol:g} |expected|" if self.rtol else "")
+        lines = [f"One step against {self.reference} ({tolerance}):",
+                 f"  {'variable':{width}}  {'largest error':>13}  {'expected change':>15}  {'replicas differ':>15}  "
+                 f"verdict"]
         for v in self.variables:
-            verdict = "ok" if v.ok(self.atol) else "WRONG"
-            lines.append(f"  {v.name:{width}}  {v.largest_error:13.2e}  {v.largest_change:14.2e}  "
-                         f"{v.replicas_disagree_by:15.2e}  {verdict}")
+            lines.append(f"  {v.name:{width}}  {v.largest_error:13.2e}  {v.largest_change:15.2e}  "
+                         f"{v.replicas_disagree_by:15.2e}  {'ok' if v.ok else 'WRONG'}")
         lines.append("Every variable changed as the reference did." if self.ok else
-                     f"Wrong: {', '.join(self.wrong)}.")
+                     f"Wrong: {', '.join(self.wrong)}. {WHY_WRONG}")
         return "\n".join(lines)
 
     def assert_ok(self):
         """Raise ``AssertionError`` naming every variable that did not change as the reference did."""
         if not self.ok:
             raise AssertionError(str(self))
+
+
+def _step_check(changes, reference, rtol, atol):
+    per_variable = {**dict.fromkeys(changes, ATOL), **atol} if isinstance(atol, dict) else dict.fromkeys(changes, atol)
+    unknown = sorted(set(per_variable) - set(changes))
+    if unknown:
+        raise ValueError(f"atol names {unknown}, which were not checked; the names are {sorted(changes)}.")
+    checks = []
+    for name, (applied, expected, disagree) in changes.items():
+        tolerance = np.asarray(per_variable[name], dtype=np.float64)
+        if tolerance.ndim and tolerance.shape != applied.shape:
+            raise ValueError(f"The atol of {name!r} has shape {tolerance.shape}, the variable {applied.shape}.")
+        checks.append(_judge(name, applied, expected, disagree, rtol, tolerance))
+    return StepCheck(tuple(checks), rtol, atol, reference, changes)
 
 
 def _named(variables):
@@ -144,6 +200,11 @@ def _restore(named, values):
             variable.assign(values[name])
 
 
+def _short(err):
+    first = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {first[:300]}{'…' if len(first) > 300 else ''}"
+
+
 def _eager_change(step, named, before, batch):
     was_eager = tf.config.functions_run_eagerly()
     tf.config.run_functions_eagerly(True)  # every tf.function inside runs op by op too
@@ -173,13 +234,14 @@ def _given_change(reference, before, batch):
     return expected
 
 
-def check_step(step, variables, *batch, reference="eager", atol=1e-5):
+def check_step(step, variables, *batch, reference="eager", rtol=RTOL, atol=ATOL):
     """Run one training ``step`` and compare each variable's change with a reference's.
 
     Both runs start from the same values: every variable is read; ``step`` runs once; the variables
     are put back and the reference runs; then the variables get the values ``step`` made (you took
     one step). The step under test runs first, so that nothing the reference runs can leave state
-    behind that the step then reads.
+    behind that the step then reads. An element is right when |applied − expected| <= atol +
+    rtol·|expected|: a variable that should move and does not is WRONG however small its change.
 
     Args:
         step: a function (usually a ``tf.function``) called as ``step(*batch)`` that updates the variables.
@@ -190,7 +252,8 @@ def check_step(step, variables, *batch, reference="eager", atol=1e-5):
         reference: ``"eager"``: the same step run one operation at a time (every ``tf.function``
             run eagerly); or a function ``reference(values, *batch)`` that gets each variable's
             starting value as NumPy (``{name: array}``) and returns the expected change of each.
-        atol: the largest absolute error accepted per element.
+        rtol, atol: the tolerance per element; ``atol`` may also be ``{name: number or array of the
+            variable's shape}``, e.g. a bound worked out for each element (names left out get 1e-7).
 
     Returns:
         A :class:`StepCheck`: print it for a table, ``.ok``, ``.wrong``, ``[name]``, ``.assert_ok()``.
@@ -198,10 +261,10 @@ def check_step(step, variables, *batch, reference="eager", atol=1e-5):
     Raises:
         TypeError: an item of ``variables`` is not a variable, or ``reference`` is neither
             ``"eager"`` nor a function, or the reference does not return a dict.
-        RuntimeError: the step fails when run eagerly (DTensor cannot run some gradients one
-            operation at a time); give a reference function instead.
-        ValueError: no variables, two with the same name, or the reference's names or shapes do
-            not match the variables'.
+        ValueError: no variables, two with the same name, the reference's names or shapes do not
+            match the variables', or a DVariable's mesh spans other processes.
+        RuntimeError: DTensor cannot run the step (as a plain function) or the eager reference one
+            operation at a time: decorate the step with ``tf.function``, or give a reference function.
 
     Example:
         >>> w = tf.Variable([1.0, 2.0])
@@ -214,7 +277,11 @@ def check_step(step, variables, *batch, reference="eager", atol=1e-5):
         raise TypeError(f"reference must be 'eager' or a function reference(values, *batch) returning "
                         f"{{name: expected change}}, not {reference!r}.")
     before = {name: value_of(v) for name, v in named.items()}
-    step(*batch)  # the step under test runs first: nothing the reference runs can leave state behind for it
+    try:
+        step(*batch)  # the step under test runs first: nothing the reference runs can leave state behind for it
+    except tf.errors.UnimplementedError as err:
+        raise RuntimeError(f"The step failed: {_short(err)} DTensor cannot run every gradient one operation at "
+                           f"a time: decorate the step with @tf.function.") from err
     after, disagree = {}, {}
     for name, variable in named.items():
         value = variable.read_value()
@@ -229,15 +296,11 @@ def check_step(step, variables, *batch, reference="eager", atol=1e-5):
     except tf.errors.OpError as err:
         if reference != "eager":
             raise
-        raise RuntimeError(f"The step ran as a tf.function but failed when run eagerly: {type(err).__name__}: "
-                           f"{str(err).splitlines()[0][:300]} DTensor cannot run every gradient one operation at "
-                           f"a time; give a reference function instead (reference=...).") from err
+        raise RuntimeError(f"The step ran as a tf.function but failed when run eagerly: {_short(err)} DTensor "
+                           f"cannot run every gradient one operation at a time; give a reference function "
+                           f"instead (reference=...).") from err
     finally:
         _restore(named, after)  # you took one step: the variables keep what the step under test made
-    checks = []
-    for name in named:
-        applied = after[name].astype(np.float64) - before[name].astype(np.float64)
-        error = np.abs(applied - expected[name].astype(np.float64))
-        checks.append(VariableCheck(name, tuple(after[name].shape), float(error.max(initial=0.0)),
-                                    float(np.abs(expected[name]).max(initial=0.0)), disagree[name]))
-    return StepCheck(tuple(checks), atol, described)
+    changes = {name: (after[name].astype(np.float64) - before[name].astype(np.float64),
+                      expected[name].astype(np.float64), disagree[name]) for name in named}
+    return _step_check(changes, described, rtol, atol)

@@ -10,7 +10,7 @@ import tensorflow as tf
 from tensorflow.experimental import dtensor
 
 from course_utils import make_mesh, pack_batch
-from course_utils.step_check import VariableCheck, _blocks, check_step, value_of
+from course_utils.step_check import WHY_WRONG, _blocks, _judge, check_step, value_of
 
 U = dtensor.UNSHARDED
 
@@ -60,7 +60,7 @@ def test_a_wrong_variable_is_named():
     w, b = fresh_variables()
     result = check_step(sgd_step(w, b, scale_b=0.5), {"w": w, "b": b}, *data(), reference=numpy_sgd)
     assert not result.ok and result.wrong == ["b"]
-    assert "WRONG" in str(result) and "Wrong: b." in str(result)
+    assert "WRONG" in str(result) and "Wrong: b." in str(result) and WHY_WRONG in str(result)
     with pytest.raises(AssertionError, match="Wrong: b"):
         result.assert_ok()
 
@@ -92,7 +92,8 @@ def test_replicas_that_disagree_are_caught(cpus8):
     split_brain = dtensor.pack([tf.zeros([2]), tf.ones([2])], dtensor.Layout.replicated(mesh, 1))
     value, disagree = _blocks(split_brain)
     assert disagree == 1.0 and value.tolist() == [0, 0]
-    assert VariableCheck("v", (2,), 0.0, 0.0, disagree).ok(1e-5) is False
+    assert check_step(lambda: None, {"v": dtensor.DVariable(split_brain)}, reference=lambda values: {"v": np.zeros(2)}).ok
+    assert _judge("v", np.zeros(2), np.zeros(2), disagree, 1e-3, np.asarray(1e-7)).ok is False
 
 
 @pytest.mark.parametrize("variables, error, message", [
@@ -183,3 +184,48 @@ def test_dtensor_combining_bug_is_caught_and_the_reference_cannot_hide_it(combin
     done = subprocess.run([sys.executable, "-c", KERAS_STEP], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == wrong
+
+
+def test_a_small_change_that_never_happens_is_wrong():
+    # Adam's v moves by about 1e-6 in a step: an absolute tolerance of 1e-5 alone would call "no change" right.
+    v = tf.Variable(tf.zeros([3]), name="v")
+    result = check_step(tf.function(lambda: v.assign_add(tf.zeros([3]))), [v],
+                        reference=lambda values: {"v:0": np.full(3, 2.5e-6)})
+    assert result.wrong == ["v:0"] and result["v:0"].largest_error == pytest.approx(2.5e-6)
+
+
+def test_judged_again_with_a_tolerance_per_variable_or_per_element():
+    w, b = fresh_variables()
+    result = check_step(sgd_step(w, b, scale_b=1.01), {"w": w, "b": b}, *data(), reference=numpy_sgd)
+    assert result.wrong == ["b"]
+    bound = result["b"].largest_error
+    assert result.judged(atol={"b": bound}).ok and result.judged(atol={"b": np.full(3, bound)}).ok
+    assert result.judged(rtol=2e-2).ok and not result.judged(atol={"b": np.full(3, bound / 10)}).ok
+    with pytest.raises(ValueError, match=r"The atol of 'b' has shape \(2,\), the variable \(3,\)"):
+        result.judged(atol={"b": np.zeros(2)})
+    with pytest.raises(ValueError, match=r"atol names \['bias'\], which were not checked"):
+        result.judged(atol={"bias": 1.0})
+
+
+def test_a_plain_function_dtensor_cannot_run_eagerly_is_told_to_use_tf_function(cpus8):
+    mesh = make_mesh([("batch", 4), ("model", 2)])
+    w = dtensor.DVariable(pack_batch(np.ones((4, 3), np.float32), dtensor.Layout([U, U], mesh)))
+    x = pack_batch(np.ones((8, 4), np.float32), dtensor.Layout(["batch", U], mesh))
+    labels = pack_batch(np.zeros(8, np.int64), dtensor.Layout(["batch"], mesh))
+
+    def step(x, labels):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=x @ w))
+        w.assign_sub(0.1 * tape.gradient(loss, w))
+
+    with pytest.raises(RuntimeError, match="decorate the step with @tf.function"):
+        check_step(step, {"w": w}, x, labels)
+
+
+def test_a_mesh_of_several_processes_is_refused(cpus8, monkeypatch):
+    mesh = dtensor.Mesh(["batch"], global_device_ids=np.arange(4), local_device_ids=[0, 1],
+                        local_devices=["/job:localhost/replica:0/task:0/device:CPU:0",
+                                       "/job:localhost/replica:0/task:0/device:CPU:1"])
+    monkeypatch.setattr(dtensor, "fetch_layout", lambda tensor: dtensor.Layout(["batch"], mesh))
+    with pytest.raises(ValueError, match="holds 2 of the mesh's 4 devices: the other blocks live in other clients"):
+        _blocks(tf.zeros([4]))

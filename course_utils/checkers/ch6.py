@@ -366,13 +366,14 @@ def _differs(got, want):
 
 
 def _grade_reference(fb, reference_step):
+    """Grade my_reference (2 points); return whether it is right."""
     import numpy as np
     from tensorflow.experimental import dtensor
 
     if not callable(reference_step):
         fb.wrong("my_reference: not answered yet." if reference_step is None else
                  "my_reference should be a function (values, images, labels) -> {name: expected change}.")
-        return
+        return False
     values, images, labels = _broken_case(seed=5, batch=16)
     mesh = checker_mesh()
     try:
@@ -381,41 +382,71 @@ def _grade_reference(fb, reference_step):
                              on_mesh(labels, dtensor.Layout(["batch"], mesh)))
         got = {name: np.asarray(got[name], dtype="float64") for name in values}
     except Exception as err:
-        fb.wrong(f"my_reference raised {short_error(err)}. check_step calls it as my_reference(values, images, "
-                 f"labels): values is a dict of NumPy arrays, images and labels are the step's DTensors "
-                 f"(value_of(images) gives the whole batch as NumPy); it returns each variable's expected change.")
-        return
+        message = short_error(err)
+        if "expecting a DTensor" in message or "copy_to_mesh" in message:
+            fb.wrong("my_reference raised an error of DTensor's: it ran a DTensor computation one operation at a "
+                     "time, which DTensor cannot do for every gradient. And a reference that runs broken_step (or "
+                     "its output_layer) would repeat its bug anyway. Compute on one device, from value_of(images), "
+                     "value_of(labels) and the NumPy values.")
+        else:
+            fb.wrong(f"my_reference raised {message}. check_step calls it as my_reference(values, images, labels): "
+                     f"values is a dict of NumPy arrays, images and labels are the step's DTensors (value_of(images) "
+                     f"gives the whole batch as NumPy); it returns each variable's expected change.")
+        return False
     want = _sgd_change(values, images, labels)
     wrong = _differs(got, want)
+    ratios = {name: float(np.median(got[name][np.abs(want[name]) > 1e-9] / want[name][np.abs(want[name]) > 1e-9]))
+              for name in want}
     if not wrong:
-        fb.right("my_reference: the SGD change of every variable, computed without broken_step's code")
-    elif wrong == ["b2"] and not _differs(got, _sgd_change(values, images, labels, bias_scale=1 / len(labels))):
+        fb.right("my_reference: it agrees with an independent SGD step on the checker's own model "
+                 "(12 -> 8 -> 10, a batch of 16)", points=2)
+        return True
+    if wrong == ["b2"] and not _differs(got, _sgd_change(values, images, labels, bias_scale=1 / len(labels))):
         fb.wrong("my_reference agrees with broken_step on b2: it shares broken_step's bug, so the check cannot see "
                  "it. A reference must not reuse the code it checks.",
                  answer="Write the output layer with plain ops (hidden @ w2 + b2) and let tf.GradientTape "
                         "differentiate it; do not call output_layer.")
+    elif not _differs({n: got[n] - values[n] for n in got}, want):
+        fb.wrong("my_reference returns the new values of the variables; check_step compares CHANGES "
+                 "(new value - starting value).")
     elif not _differs({n: -g for n, g in got.items()}, want):
         fb.wrong("my_reference returns +learning rate x gradient: SGD moves each variable against its gradient.")
     elif not _differs({n: -BROKEN_RATE * g for n, g in got.items()}, want):
         fb.wrong("my_reference returns the gradients; check_step compares CHANGES: -learning rate x gradient.")
+    elif len(set(round(r, 3) for r in ratios.values())) == 1 and not _differs(
+            {n: g / ratios[n] for n, g in got.items()}, want):
+        factor = next(iter(ratios.values()))
+        why = (f"{factor:g} is the checker's batch size: the loss is summed over the batch, not averaged"
+               if abs(factor - len(labels)) < 1e-3 else
+               "a fixed batch size in the code? The checker's batch has 16 examples: take the mean over the batch "
+               "you are given")
+        fb.wrong(f"my_reference's changes are all {factor:g} x the right ones ({why}).")
     else:
         fb.wrong(f"my_reference's expected changes of {', '.join(wrong)} are not one SGD step "
                  f"(learning rate {BROKEN_RATE}) of the mean cross-entropy on the whole batch.")
+    return False
 
 
-def _grade_broken_name(fb, broken_variable):
+def _grade_broken_name(fb, broken_variable, reference_ok):
+    import tensorflow as tf
+
+    if isinstance(broken_variable, tf.Variable):
+        fb.wrong("broken_variable: give the variable's NAME (a string such as the ones check_step prints), not the "
+                 "variable itself.")
+        return
     names = broken_variable if isinstance(broken_variable, (list, tuple, set)) else [broken_variable]
     names = [str(n).strip().strip("'\"").split("[")[-1].strip("]'\"").lower() for n in names if n is not None]
+    unsure = "" if reference_ok else " (your reference is not right yet, so check_step's WRONG lines cannot be trusted)"
     if not names:
         fb.wrong("broken_variable: not answered yet.")
     elif names == ["b2"]:
         fb.right("broken_variable: b2, the output layer's bias")
     elif len(names) > 1:
         fb.wrong(f"broken_variable: {sorted(names)}; one variable is wrong. Run check_step with your reference and "
-                 f"read which line says WRONG.")
+                 f"read which line says WRONG{unsure}.")
     else:
         fb.wrong(f"broken_variable: {names[0]!r} changes as a right SGD step changes it. Run check_step with your "
-                 f"reference and read which line says WRONG.")
+                 f"reference and read which line says WRONG{unsure}.")
 
 
 def _run_fixed_step(fixed_step, values, images, labels):
@@ -443,15 +474,20 @@ def _grade_fixed_step(fb, fixed_step):
         try:
             got = _run_fixed_step(fixed_step, values, images, labels)
         except Exception as err:
-            fb.wrong(f"fixed_step raised {short_error(err)}. It is called as fixed_step(params, images, labels) with "
-                     f"a dict of DVariables (w1, b1, w2, b2) on the mesh and a batch-sharded batch of {batch}.")
+            message = short_error(err)
+            if "expecting a DTensor" in message or "copy_to_mesh" in message:
+                fb.wrong("fixed_step raised an error of DTensor's: run one operation at a time, DTensor cannot "
+                         "compute every gradient. Make it a tf.function, as broken_step is.")
+            else:
+                fb.wrong(f"fixed_step raised {message}. It is called as fixed_step(params, images, labels) with a "
+                         f"dict of DVariables (w1, b1, w2, b2) on the mesh and a batch-sharded batch of {batch}.")
             return
         results[batch] = (_differs(got, _sgd_change(values, images, labels)),
                           _differs(got, _sgd_change(values, images, labels, bias_scale=1 / batch)),
                           got["b2"], _sgd_change(values, images, labels)["b2"])
     wrong = sorted(set(results[16][0]) | set(results[32][0]))
     if not wrong:
-        fb.right("fixed_step: one right SGD step of every variable, for batches of 16 and 32", points=2)
+        fb.right("fixed_step: one right SGD step of every variable, for batches of 16 and 32")
         return
     if not results[16][1] and not results[32][1]:
         fb.wrong("fixed_step still updates b2 with its gradient divided by the batch size, as broken_step does.")
@@ -474,8 +510,9 @@ class BrokenVariable(Exercise):
     title = "Find the broken variable"
     points = 4
     hints = (
-        "Which reference can tell whether broken_step is right? Its own eager run repeats its own code, bug "
-        "included. Compute the expected change of every variable with code that shares nothing with broken_step.",
+        "Which reference can tell whether broken_step is right? Running broken_step again (eagerly, which DTensor "
+        "cannot even do for this gradient) repeats its own code, bug included. Compute the expected change of every "
+        "variable with code that shares nothing with broken_step.",
         "my_reference(values, images, labels): make plain tf.Variables from values, write the forward pass with "
         "plain ops (relu(images @ w1 + b1) @ w2 + b2), take the mean sparse softmax cross-entropy, differentiate "
         "with tf.GradientTape and return -LEARNING_RATE * gradient per name. Then read check_step's WRONG line.",
@@ -485,8 +522,8 @@ class BrokenVariable(Exercise):
 
     def grade(self, my_reference, broken_variable, fixed_step):
         fb = Feedback()
-        _grade_reference(fb, my_reference)
-        _grade_broken_name(fb, broken_variable)
+        reference_ok = _grade_reference(fb, my_reference)
+        _grade_broken_name(fb, broken_variable, reference_ok)
         _grade_fixed_step(fb, fixed_step)
         return fb
 

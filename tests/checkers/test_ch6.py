@@ -321,23 +321,72 @@ def test_ch6_q5_broken_variable(mesh42):
     right_step = _sgd_step(lambda d: tf.reduce_sum(d, axis=0))
     broken_step = _sgd_step(lambda d: tf.reduce_mean(d, axis=0))
     assert_correct(grade(6, "q5", _reference(), "b2", right_step))
-    for name in ("B2", " 'b2' ", "params['b2']", ["b2"]):  # every way of naming it
+    for name in ("B2", " 'b2' ", "params['b2']", ["b2"], {"b2"}, ("b2",)):  # every way of naming it
         assert_correct(grade(6, "q5", _reference(), name, right_step))
     assert_hint(grade(6, "q5", _reference(uses_output_layer=True), "b2", right_step),
-                "shares broken_step's bug", points=3)
-    assert_hint(grade(6, "q5", _reference(sign=1.0), "b2", right_step), "against its gradient", points=3)
-    assert_hint(grade(6, "q5", _reference(sign=1.0, rate=1.0), "b2", right_step), "returns the gradients", points=3)
+                "shares broken_step's bug", points=2)
+    assert_hint(grade(6, "q5", _reference(sign=1.0), "b2", right_step), "against its gradient", points=2)
+    assert_hint(grade(6, "q5", _reference(sign=1.0, rate=1.0), "b2", right_step), "returns the gradients", points=2)
     assert_hint(grade(6, "q5", lambda values, images, labels: 1 / 0, "b2", right_step),
-                "my_reference raised ZeroDivisionError", "value_of(images)", points=3)
+                "my_reference raised ZeroDivisionError", "value_of(images)", points=2)
     assert_hint(grade(6, "q5", _reference(), "w2", right_step), "'w2' changes as a right SGD step", points=3)
     assert_hint(grade(6, "q5", _reference(), ["b2", "w2"], right_step), "one variable is wrong", points=3)
-    assert_hint(grade(6, "q5", _reference(), "b2", broken_step), "still updates b2", points=2)
+    assert_hint(grade(6, "q5", _reference(), "b2", broken_step), "still updates b2", points=3)
     scaled_by_32 = _sgd_step(lambda d: tf.reduce_mean(d, axis=0), bias_scale=32.0)  # the notebook's batch size
-    assert_hint(grade(6, "q5", _reference(), "b2", scaled_by_32), "one batch size only", "reduce_sum", points=2)
+    assert_hint(grade(6, "q5", _reference(), "b2", scaled_by_32), "one batch size only", "reduce_sum", points=3)
     assert_hint(grade(6, "q5", _reference(), "b2", lambda params, images, labels: params.clear()),
-                "fixed_step raised", points=2)
+                "fixed_step raised", points=3)
     unanswered = grade(6, "q5", None, None, None)
     assert unanswered.status == "unanswered" and unanswered.points == 0
+
+
+def test_ch6_q5_more_right_forms(mesh42):
+    import tensorflow as tf
+
+    from course_utils.checkers.ch6 import _sgd_change
+    from course_utils.step_check import value_of
+
+    def numpy_reference(values, images, labels):  # the whole reference in NumPy
+        return _sgd_change(values, value_of(images), value_of(labels))
+
+    def keras_loss_reference(values, images, labels):
+        weights = {n: tf.Variable(v) for n, v in values.items()}
+        with tf.GradientTape() as tape:
+            logits = tf.nn.relu(value_of(images) @ weights["w1"] + weights["b1"]) @ weights["w2"] + weights["b2"]
+            loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(value_of(labels), logits)
+        return {n: -0.1 * g for n, g in tape.gradient(loss, weights).items()}  # tensors, not NumPy: also fine
+
+    mean_times_size = _sgd_step(lambda d: tf.reduce_mean(d, axis=0) * tf.cast(tf.shape(d)[0], d.dtype))
+    ones_product = _sgd_step(lambda d: tf.reshape(tf.ones([1, tf.shape(d)[0]], d.dtype) @ d, [-1]))
+    for reference in (numpy_reference, keras_loss_reference):
+        for fixed in (mean_times_size, ones_product):
+            assert_correct(grade(6, "q5", reference, "b2", fixed))
+
+
+def test_ch6_q5_more_wrong_forms(mesh42):
+    import tensorflow as tf
+
+    from course_utils.checkers.ch6 import _sgd_change
+    from course_utils.step_check import value_of
+
+    right_step = _sgd_step(lambda d: tf.reduce_sum(d, axis=0))
+    new_values = lambda values, images, labels: {n: values[n] + c for n, c in
+                                                 _sgd_change(values, value_of(images), value_of(labels)).items()}
+    assert_hint(grade(6, "q5", new_values, "b2", right_step), "returns the new values", points=2)
+    summed = lambda values, images, labels: {n: 16 * c for n, c in
+                                             _sgd_change(values, value_of(images), value_of(labels)).items()}
+    assert_hint(grade(6, "q5", summed, "b2", right_step), "all 16 x the right ones", "summed over the batch", points=2)
+    fixed_32 = lambda values, images, labels: {n: c * 16 / 32 for n, c in
+                                               _sgd_change(values, value_of(images), value_of(labels)).items()}
+    assert_hint(grade(6, "q5", fixed_32, "b2", right_step), "all 0.5 x the right ones", "fixed batch size", points=2)
+    wrong_ref = grade(6, "q5", summed, "w1", right_step)
+    assert_hint(wrong_ref, "cannot be trusted", points=1)
+    assert_hint(grade(6, "q5", _reference(), tf.Variable([1.0]), right_step), "give the variable's NAME", points=3)
+    broken_step = _sgd_step(lambda d: tf.reduce_mean(d, axis=0))
+    runs_the_step = lambda values, images, labels: broken_step.python_function(
+        {n: tf.Variable(v) for n, v in values.items()}, images, labels)
+    assert_hint(grade(6, "q5", runs_the_step, "b2", right_step), "an error of DTensor's", points=2)
+    assert_hint(grade(6, "q5", _reference(), "b2", right_step.python_function), "Make it a tf.function", points=3)
 
 
 def test_ch6_q5_graded_feedback_keeps_the_fix_back(mesh42):
