@@ -223,3 +223,223 @@ def test_only_ellipses_is_the_placeholder_where_none_is_an_answer():
 
     assert only_ellipses(...) and only_ellipses({"a": ..., "b": ...}) and only_ellipses([..., ...])
     assert not any(only_ellipses(value) for value in (None, (), [], {}, {"a": None, "b": ...}, {"a": []}, "none"))
+
+
+# Exercise 6: a product built to a memory budget. Each learner below is a sharded_product(mesh, x, w, budget).
+def _right_choice(mesh, x, w, budget):
+    """The solution's rule: (x specs, w specs, predicted collective)."""
+    U, model = "unsharded", mesh.dim_size("model")
+    if w.nbytes <= budget:
+        return ["batch", U], [U, U], "none"
+    if w.shape[1] % model == 0:
+        return ["batch", U], [U, "model"], "none"
+    return ["batch", "model"], ["model", U], ("all-reduce", "model")
+
+
+def _learner(choose=_right_choice, place="pack_batch", give_y="dtensor", give_layouts="layout", result="tuple",
+             predict=None):
+    """A sharded_product built from a rule; the options write it as learners do, right or wrong."""
+    import tensorflow as tf
+    from course_utils import pack_batch
+    from tensorflow.experimental import dtensor
+
+    product = tf.function(tf.matmul)
+
+    def sharded_product(mesh, x, w, budget):
+        x_specs, w_specs, collective = choose(mesh, x, w, budget)
+        if predict is not None:
+            collective = predict(collective)
+        x_layout, w_layout = dtensor.Layout(x_specs, mesh), dtensor.Layout(w_specs, mesh)
+        if place == "copy_to_mesh":
+            x_on, w_on = dtensor.copy_to_mesh(tf.constant(x), x_layout), dtensor.copy_to_mesh(tf.constant(w), w_layout)
+        elif place == "w_plus_one":  # a placement that changes w's values
+            x_on, w_on = pack_batch(x, x_layout), pack_batch(w + 1, w_layout)
+        else:
+            x_on, w_on = pack_batch(x, x_layout), pack_batch(w, w_layout)
+        y = product(x_on, w_on)
+        y = {"dtensor": lambda: y, "replicated": lambda: dtensor.relayout(y, dtensor.Layout.replicated(mesh, rank=2)),
+             "block": lambda: dtensor.unpack(y)[0], "blocks": lambda: dtensor.unpack(y), "numpy": lambda: y.numpy(),
+             "host": lambda: dtensor.relayout(y, dtensor.Layout.replicated(mesh, rank=2)).numpy()}[give_y]()
+        layouts = {"layout": (x_layout, w_layout), "specs": (x_specs, tuple(w_specs)), "dtensor": (x_on, w_on)}
+        x_out, w_out = layouts[give_layouts]
+        if result == "dict":
+            return {"y": y, "x_layout": x_out, "w_layout": w_out, "collective": collective}
+        if result == "three":
+            return y, x_out, w_out
+        return y, x_out, w_out, collective
+    return sharded_product
+
+
+def _choose(x_specs_if, w_specs_of):
+    """A rule from two functions of (mesh, w, budget); the prediction is what the cost model says DTensor runs."""
+    from course_utils import matmul_cost
+
+    def choose(mesh, x, w, budget):
+        x_specs, w_specs = x_specs_if(mesh, w, budget), w_specs_of(mesh, w, budget)
+        cost = matmul_cost(x.shape, x_specs, w.shape, w_specs, mesh)
+        return x_specs, w_specs, [(c.kind, c.axes) for c in cost.collectives]
+    return choose
+
+
+U4 = "unsharded"
+BATCH_X = lambda mesh, w, budget: ["batch", U4]
+
+
+def test_ch4_q6_cases_are_what_the_exercise_says(mesh42):
+    """Each case: the budget is met by splitting w over 'model' alone; A fits whole, B and C do not; the least
+    a layout within the budget sends, by the cost model, is what the run of every such layout shows."""
+    for case in ch4.BUDGET_CASES:
+        name, dims, x_shape, w_shape, budget = case
+        model, w_bytes = dict(dims)["model"], 4 * math.prod(w_shape)
+        assert w_bytes // model <= budget and (w_bytes <= budget) == (name == "A"), case
+        mesh = ch4._case_mesh(dims)
+        least, cheapest = ch4.cheapest_layouts(case)
+        measured = {}
+        for x_specs in ch4.X_CHOICES:
+            for w_specs in ch4.W_CHOICES:
+                sizes = zip(x_shape + w_shape, x_specs + w_specs)
+                if all(size % model == 0 for size, spec in sizes if spec == "model"):
+                    run = ch4._measure(case, mesh, x_specs, w_specs)
+                    if run["held"] <= budget:
+                        measured[(tuple(x_specs), tuple(w_specs))] = run["sent"]
+        assert min(measured.values()) == least, (case, measured)
+        assert sorted((tuple(x), tuple(w)) for x, w in cheapest) == sorted(k for k, v in measured.items() if v == least)
+    assert ch4.cheapest_layouts(ch4.BUDGET_CASES[0])[0] == 0 == ch4.cheapest_layouts(ch4.BUDGET_CASES[1])[0]
+    assert ch4.cheapest_layouts(ch4.BUDGET_CASES[2]) == (120, [(["batch", U4], ["model", U4]),
+                                                             (["batch", "model"], ["model", U4])])
+
+
+def test_ch4_q6_right_forms(mesh42):
+    assert_correct(grade(4, "q6", _learner()))
+    assert_correct(grade(4, "q6", _learner(result="dict")))
+    assert_correct(grade(4, "q6", _learner(give_layouts="specs")))  # lists of sharding specs
+    assert_correct(grade(4, "q6", _learner(give_layouts="dtensor")))  # the placed DTensors: their layouts count
+    assert_correct(grade(4, "q6", _learner(give_y="replicated")))  # y gathered on the mesh
+    assert_correct(grade(4, "q6", _learner(place="copy_to_mesh")))
+
+    def units_first(mesh, x, w, budget):  # another rule: split the units whenever 'model' divides them
+        if w.shape[1] % mesh.dim_size("model") == 0:
+            return ["batch", U4], [U4, "model"], None
+        if w.nbytes <= budget:
+            return ["batch", U4], [U4, U4], ()
+        return ["batch", U4], ["model", U4], [("all-reduce", ("model",))]  # only w splits the contracted axis
+    assert_correct(grade(4, "q6", _learner(units_first)))
+    for none, all_reduce in ((None, ("all-reduce", ("model",))), ((), ["AllReduce", "model"]),
+                             ([], [("all-reduce", "model")]), ("no collective", ("all_reduce", "'model'")),
+                             (set(), {("all-reduce", "model")})):
+        assert_correct(grade(4, "q6", _learner(predict=lambda c: none if c == "none" else all_reduce)))
+
+
+def test_ch4_q6_over_the_budget(mesh42):
+    replicate = lambda mesh, x, w, budget: (["batch", U4], [U4, U4], "none")
+    result = grade(4, "q6", _learner(replicate))
+    assert_hint(result, "case B", "case C", "over the budget", "w is within the budget; fix those first", points=2)
+    assert "case A" not in result.message
+    no_batch = lambda mesh, x, w, budget: ([U4, U4],) + _right_choice(mesh, x, w, budget)[1:]
+    assert_hint(grade(4, "q6", _learner(no_batch)), "x is a batch of examples", points=2)
+
+
+def test_ch4_q6_sends_more_than_needed(mesh42):
+    def never_replicate(mesh, x, w, budget):  # splits w although the whole w fits in case A
+        if w.shape[1] % mesh.dim_size("model") == 0:
+            return ["batch", U4], [U4, "model"], "none"
+        return ["batch", "model"], ["model", U4], ("all-reduce", "model")
+    result = grade(4, "q6", _learner(never_replicate))
+    assert_hint(result, "case A", "needs no collective at all", "partial sums", points=3)
+    assert "Here: x ['batch', U] @ w [U, U]." in result.message
+    # x's features split over 'model' when w holds them whole (A: an all-reduce) or is split on its units (B:
+    # an all-gather), each predicted right: only the communication is wrong.
+    split_features = _choose(lambda mesh, w, budget: ["batch", "model"],
+                             lambda mesh, w, budget: _right_choice(mesh, w, w, budget)[1])
+    result = grade(4, "q6", _learner(split_features))
+    assert_hint(result, "case A", "partial sums to add", "case B", "they are gathered first", points=3)
+
+
+def test_ch4_q6_a_mesh_axis_that_does_not_divide(mesh42):
+    columns = lambda mesh, x, w, budget: (["batch", U4], [U4, "model"], "none")  # budget ignored
+    assert_hint(grade(4, "q6", _learner(columns)), "case A", "case C", "does not divide evenly",
+                "'model' (size 4) does not divide w's 6 columns", points=1)
+
+    def no_size_check(mesh, x, w, budget):  # replicate if it fits, else split the units
+        return (["batch", U4], [U4, U4] if w.nbytes <= budget else [U4, "model"], "none")
+    result = grade(4, "q6", _learner(no_size_check))
+    assert_hint(result, "case C", "'model' (size 4) does not divide w's 10 columns",
+                "it counts once your function runs in every case", points=1)
+    assert "case A" not in result.message and "case B" not in result.message
+
+
+def test_ch4_q6_wrong_predictions(mesh42):
+    gather = _learner(predict=lambda c: ("all-gather", "model") if c != "none" else c)
+    assert_hint(grade(4, "q6", gather), "case C", "another collective", "It ran an all-reduce over 'model'.",
+                points=3)
+    assert_hint(grade(4, "q6", _learner(predict=lambda c: "none")), "cannot finish alone", points=3)
+    assert_hint(grade(4, "q6", _learner(predict=lambda c: ("all-reduce", "model"))), "case A", "case B",
+                "does any device hold only part", points=3)
+    assert_hint(grade(4, "q6", _learner(predict=lambda c: ("all-reduce", "batch") if c != "none" else c)),
+                "which mesh axis splits", points=3)
+    assert_hint(grade(4, "q6", _learner(predict=lambda c: "all-reduce over model")), "give the prediction as",
+                points=3)
+
+    def one_operand(mesh, x, w, budget):  # only w splits the contracted axis, and an all-gather is predicted
+        x_specs, w_specs, collective = _right_choice(mesh, x, w, budget)
+        if w_specs[0] == "model":
+            return ["batch", U4], w_specs, ("all-gather", "model")
+        return x_specs, w_specs, collective
+    assert_hint(grade(4, "q6", _learner(one_operand)), "only one operand splits the contracted axis",
+                "cutting the matching part", points=3)
+
+
+def test_ch4_q6_a_measurement_is_not_a_prediction(mesh42):
+    import tensorflow as tf
+    from course_utils import collectives_run_by, pack_batch
+    from tensorflow.experimental import dtensor
+
+    def measures(mesh, x, w, budget):
+        x_specs, w_specs, _ = _right_choice(mesh, x, w, budget)
+        x_on, w_on = pack_batch(x, dtensor.Layout(x_specs, mesh)), pack_batch(w, dtensor.Layout(w_specs, mesh))
+        runs = collectives_run_by(lambda: tf.matmul(x_on, w_on))
+        return tf.matmul(x_on, w_on), x_on, w_on, runs
+    assert_hint(grade(4, "q6", measures), "case C", "collectives_run_by measured", "predict it from", points=3)
+
+
+def test_ch4_q6_the_result(mesh42):
+    assert_hint(grade(4, "q6", _learner(give_y="block")), "one device's block of x @ w", points=3)
+    assert_hint(grade(4, "q6", _learner(give_y="blocks")), "list of 8 per-device blocks", points=3)
+    assert_hint(grade(4, "q6", _learner(give_y="host")), "a host value", points=3)
+    assert_hint(grade(4, "q6", _learner(give_y="numpy")), "UnimplementedError", "Only a replicated DTensor")
+    assert_hint(grade(4, "q6", _learner(place="w_plus_one")), "differs from x @ w", points=3)
+
+
+def test_ch4_q6_what_the_function_returns(mesh42, cpus8):
+    from tensorflow.experimental import dtensor
+
+    assert_hint(grade(4, "q6", _learner(result="three")), "return four values")
+    assert_hint(grade(4, "q6", "sharded_product"), "should be a function")
+    assert grade(4, "q6", None).status == "unanswered"
+    fixed = _learner()
+    own_mesh = dtensor.create_mesh([("batch", 4), ("model", 2)], devices=cpus8)
+    # Layouts on a mesh of its own: case A cannot split x's 6 examples over its 'batch' of 4; case C's layouts are
+    # not on the mesh passed in; case B's mesh has the same axes and devices as its own, so B is right.
+    assert_hint(grade(4, "q6", lambda mesh, x, w, budget: fixed(own_mesh, x, w, budget)),
+                "'batch' of size 2, which divides x's 6 examples: are your layouts on that mesh?",
+                "lives on a mesh batch=4 x model=2, not on the mesh the checker passed", points=1)
+
+
+def test_ch4_q6_graded_feedback_keeps_the_answer_back(mesh42):
+    gather = _learner(predict=lambda c: ("all-gather", "model") if c != "none" else c)
+
+    def never_replicate(mesh, x, w, budget):
+        choice = _right_choice(mesh, x, w, 0)
+        return choice if choice[1] == [U4, "model"] else (["batch", "model"], ["model", U4], ("all-reduce", "model"))
+    for learner, answer in ((gather, "It ran an all-reduce"), (_learner(never_replicate), "Here: x"),
+                            (_learner(lambda mesh, x, w, budget: (["batch", U4], [U4, U4], "none")), "Split w over")):
+        feedback = exercises(4).q6.grade(learner)
+        assert answer in feedback.render(), feedback.render()
+        assert answer not in feedback.render(graded=True)
+        graded = exercises(4, mode="graded").q6.evaluate(learner)
+        assert graded.points < 4 and answer not in graded.message
+
+
+def test_ch4_q6_right_answer_prints_no_wrong_line(mesh42):
+    result = grade(4, "q6", _learner())
+    assert result.status == "correct" and "✗" not in result.message, str(result)
