@@ -144,3 +144,318 @@ def test_ch8_q3_bytes():
     assert_hint(grade(8, "q3", total // 8, total), "'batch' splits the data", points=1)
     graded = exercises(8, mode="graded").q3.evaluate(1, 2)
     assert graded.points == 0 and str(per_device) not in graded.message
+
+
+# Exercise 4 runs the learner's function with Keras on JAX. Keras fixes its backend when it is first imported,
+# and other tests may have imported it on TensorFlow in this process, so every case below is graded in one child
+# process with KERAS_BACKEND=jax (it imports this module and calls _grade_q4_cases). A case is a learner's
+# train_one_step, made by _learner from the choices a learner makes.
+
+
+def _greedy(weights, device_mesh, budget):
+    """The solution's choice: the biggest weights first, over the mesh's second axis, until the budget holds."""
+    import re
+
+    model_axis, ways = device_mesh.axis_names[1], device_mesh.shape[1]
+    held, keys = sum(w.value.nbytes for w in weights), {}
+    for weight in sorted(weights, key=lambda w: w.value.nbytes, reverse=True):
+        axis = next((i for i, size in enumerate(weight.shape) if size % ways == 0), None)
+        if held > budget and axis is not None:
+            keys[re.escape(weight.path)] = tuple(model_axis if i == axis else None for i in range(len(weight.shape)))
+            held -= weight.value.nbytes - weight.value.nbytes // ways
+    return keys
+
+
+def _per_layer(pattern, kernel, bias=None, only=None):
+    """Keys written per Dense layer from the layer names read off a probe model: ``pattern`` formats the key."""
+    def keys(weights, device_mesh, budget):
+        batch_axis, model_axis = device_mesh.axis_names
+        axes = {"kernel": kernel, "bias": bias}
+        out = {}
+        for weight in weights:
+            layer, kind = weight.path.split("/")[-2:]
+            if axes[kind] is not None and (only is None or layer in only):
+                out[pattern.format(model=weight.path.split("/")[0], layer=layer, kind=kind)] = tuple(
+                    {"M": model_axis, "B": batch_axis, None: None}.get(a, a) for a in axes[kind])
+        return out
+    return keys
+
+
+def _fixed(entries):
+    return lambda weights, device_mesh, budget: dict(entries)
+
+
+def _learner(keys=_greedy, distribution="model", batch_dim_name="first", build="scope", step="fit",
+             returns="pair", mesh="given", from_logits=True, optimizer="adam"):
+    def train_one_step(make_model, device_mesh, budget_bytes, images, labels):
+        import keras
+        from keras import distribution as kd
+
+        if returns == "ellipsis":
+            return ...
+        if mesh == "chapter":  # the chapter's 4 x 2 mesh, whatever the checker gives
+            device_mesh = kd.DeviceMesh((4, 2), ("batch", "model"), devices=kd.list_devices()[:8])
+        elif mesh == "copy":  # an equal mesh of its own
+            device_mesh = kd.DeviceMesh(tuple(device_mesh.shape), tuple(device_mesh.axis_names),
+                                        devices=[str(d) for d in device_mesh.devices.ravel()])
+        elif mesh == "jax devices":  # an equal mesh of its own, of JAX's device objects
+            import jax
+
+            device_mesh = kd.DeviceMesh(tuple(device_mesh.shape), tuple(device_mesh.axis_names),
+                                        devices=jax.devices()[:8])
+        elif mesh == "stuck":  # a step that does not finish within the checker's limit (lowered for this case)
+            import time
+
+            time.sleep(4)
+            return None
+        weights = make_model().weights  # a probe, off the mesh: paths, shapes, bytes
+        layout_map = kd.LayoutMap(device_mesh)
+        for key, axes in keys(weights, device_mesh, budget_bytes).items():
+            layout_map[key] = axes
+        if distribution == "data":
+            chosen = kd.DataParallel(devices=kd.list_devices()[:8])
+        else:
+            name = {"first": device_mesh.axis_names[0], "default": None, "second": device_mesh.axis_names[1]}.get(
+                batch_dim_name, batch_dim_name)
+            chosen = kd.ModelParallel(layout_map=layout_map, batch_dim_name=name)
+        if build == "outside":
+            model = make_model()
+        if build == "set_distribution":
+            kd.set_distribution(chosen)
+            scope = _no_scope()
+        else:
+            scope = chosen.scope()
+        with scope:
+            if build != "outside":
+                model = make_model()
+            metrics = ["accuracy"] if step == "metrics" else []
+            model.compile(optimizer=keras.optimizers.SGD(0.1) if optimizer == "sgd" else keras.optimizers.Adam(1e-3),
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits), metrics=metrics)
+            if step in ("train_on_batch", "metrics"):
+                loss = model.train_on_batch(images, labels)
+            elif step == "dict":
+                loss = model.train_on_batch(images, labels, return_dict=True)
+            elif step == "fit":
+                loss = model.fit(images, labels, batch_size=len(images), epochs=1, verbose=0).history["loss"][0]
+            elif step == "fit_history":
+                loss = model.fit(images, labels, batch_size=len(images), epochs=1, verbose=0)
+            elif step == "fit_default":
+                loss = model.fit(images, labels, epochs=1, verbose=0)
+            elif step == "evaluate_after":
+                model.fit(images, labels, batch_size=len(images), epochs=1, verbose=0)
+                loss = model.evaluate(images, labels, verbose=0)
+            elif step == "keras_313_error":  # what train_on_batch raises under a distribution on Keras 3.13
+                raise AttributeError("'NoneType' object has no attribute 'shape'")
+            elif step == "evaluate_only":
+                loss = model.evaluate(images, labels, verbose=0)
+        if build == "set_distribution":
+            kd.set_distribution(None)
+        return {"pair": (model, loss), "model": model, "loss_model": (loss, model)}[returns]
+    return train_one_step
+
+
+def _no_scope():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+RIGHT_Q4 = {  # several right choices per case, to keep the child quick
+    "greedy, exact paths, fit on the whole batch (the solution)": _learner(),
+    "every kernel by columns, '.*/layer/kernel' keys; train_on_batch with a metric: [loss, accuracy]": _learner(
+        keys=_per_layer(".*/{layer}/{kind}", (None, "M"), only=("h1", "h2")), step="metrics"),
+    "Megatron pairs, '.+/' keys, explicit replicated keys; train_on_batch(return_dict=True)": _learner(
+        keys=_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",), ".+/h2/kernel": ("model", None),
+                     ".+/h2/bias": (None,), ".+/out/kernel": (None, None), ".+/out/bias": (None,)}), step="dict"),
+    "2-D layouts over both axes, full paths; kd.set_distribution instead of scope()": _learner(
+        keys=_fixed({"tower/h1/kernel": ("data", "model"), "tower/h2/kernel": ("model", "data")}),
+        build="set_distribution"),
+    "short specs (('model',) on a matrix), default batch_dim_name, SGD, an equal mesh of its own": _learner(
+        keys=_fixed({".*/h1/kernel": ("model",), ".*/h2/kernel": ("model",)}), batch_dim_name="default",
+        optimizer="sgd", mesh="copy"),
+    "train_on_batch, returning a float": _learner(step="train_on_batch"),
+    "a mesh of its own, of JAX's device objects; fit's History returned": _learner(mesh="jax devices",
+                                                                                    step="fit_history"),
+}
+
+WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Keras 3.15), under re.search (3.13))
+    "tf_keras keys 'h1.kernel'": (_learner(keys=_per_layer("{layer}.{kind}", (None, "M"), only=("h1", "h2"))),
+                                   ["tf_keras' form", "re.fullmatch"], 2, 4),
+    "keys 'h1/kernel' (re.search only)": (_learner(keys=_per_layer("{layer}/{kind}", (None, "M"), only=("h1", "h2"))),
+                                           ["under re.search (Keras 3.13)", "nothing under re.fullmatch"], 2, 4),
+    "the notebook's keys '.*/d1/kernel'": (
+        _learner(keys=_fixed({".*/d1/kernel": (None, "model"), ".*/d2/kernel": ("model", None)})),
+        ["no weight: the weights you meant to split stay whole", "Every device holds every weight whole"], 2, 2),
+    "over budget: only the biggest kernel split": (
+        _learner(keys=_fixed({".*/h1/kernel": (None, "model")})),
+        ["over the budget of 24000", "tower/h2/kernel 24576 of 24576"], 3, 3),
+    "over budget: weights split over the batch axis only": (
+        _learner(keys=_per_layer(".*/{layer}/{kind}", ("B", None), only=("h1", "h2"))),
+        ["over the budget", "tower/h1/kernel 19200 of 38400"], 3, 3),
+    "whole model replicated: DataParallel": (_learner(distribution="data"),
+                                             ["DataParallel keeps every weight whole", "Every device holds"], 1, 1),
+    "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys"], 2, 2),
+    "batch_dim_name 'batch' is not an axis": (_learner(batch_dim_name="batch"),
+                                              ["batch_dim_name='batch' is not an axis", "raised"], 3, 3),
+    "batch_dim_name along the weights' axis": (_learner(batch_dim_name="second"),
+                                               ["splits the batch along the mesh axis meant for the weights"], 4, 4),
+    "the chapter's mesh, not the given one": (_learner(mesh="chapter"),
+                                              ["not the device_mesh you were given", "over the budget"], 2, 2),
+    "built outside the scope": (_learner(build="outside"), ["outside any distribution", "on device 0 alone"], 0, 0),
+    "a weight split unevenly": (_learner(keys=_fixed({".*/h1/kernel": (None, "model"), ".*/h2/kernel": ("model", None),
+                                                      ".*/out/bias": ("model",)})),
+                                ["'tower/out/bias' has 10 entries", "the size must divide", "not measured"], 1, 1),
+    "more axes than the weight has": (
+        _learner(keys=_fixed({".*/h1/kernel": (None, "model"), ".*/h2/kernel": ("model", None),
+                              ".*/out/bias": (None, None)})),
+        ["gets 2 axes (None, None) but has 1"], 1, 1),
+    "a catch-all key beside a specific one": (_learner(keys=_fixed({".*kernel": ("model", None),
+                                                                    ".*/h1/kernel": (None, "model")})),
+                                              ["matches several keys"], 1, 1),
+    "fit with its default batch_size": (_learner(step="fit_default"), ["ran 2 steps"], 4, 4),
+    "Keras 3.13's train_on_batch error": (_learner(step="keras_313_error"), ["Keras 3.13's train_on_batch",
+                                                                           "batch_size=len(images), epochs=1"], 4, 4),
+    "the loss evaluated after the step": (_learner(step="evaluate_after"), ["weights after the step"], 4, 4),
+    "no training step": (_learner(step="evaluate_only"), ["did not change"], 4, 4),
+    "from_logits=False on logits": (_learner(from_logits=False), ["reads its outputs as probabilities"], 4, 4),
+    "returns only the model": (_learner(returns="model"), ["return two things"], 4, 4),
+    "returns (loss, model)": (_learner(returns="loss_model"), ["the model first, then the loss"], 4, 4),
+    "the placeholder": (_learner(returns="ellipsis"), ["still returns the placeholder"], 0, 0),
+    "a step that never finishes": (_learner(mesh="stuck"), ["did not return within 2 s", "stuck"], 0, 0),
+}
+
+
+def _grade_q4_cases(out_path):
+    """In the child: grade every case of RIGHT_Q4 and WRONG_Q4, in self-study and graded mode, into a JSON file."""
+    import inspect
+    import json
+    import time
+
+    from keras import distribution as kd
+
+    from course_utils.checkers import ch8
+
+    lookup = inspect.getsource(kd.LayoutMap.__getitem__)  # the rule this Keras matches keys with, read as chapter 8 does
+    rule = next(name for name in ("fullmatch", "search") if f"re.{name}(" in lookup)
+    results = {"rule": rule}
+    cases = {**RIGHT_Q4, **{name: case[0] for name, case in WRONG_Q4.items()}, "not a function": "train_one_step"}
+    for name, function in cases.items():
+        start = time.perf_counter()
+        ch8.BUDGET_SECONDS = 2 if name == "a step that never finishes" else 60
+        feedback = exercises(8).q4.grade(function)  # once: the self-study and the graded text of the same check
+        seconds = time.perf_counter() - start
+        points = max(0, min(feedback.points, 5))
+        results[name] = {"points": points, "status": "correct" if points == 5 else "partial" if points else "incorrect",
+                         "message": feedback.render(), "graded": feedback.render(graded=True), "seconds": seconds}
+    result = exercises(8, mode="graded").q4.evaluate(RIGHT_Q4[SOLUTION_Q4])  # the real path
+    results["graded solution"] = {"points": result.points, "status": result.status, "message": result.message}
+    with open(out_path, "w") as f:
+        json.dump(results, f)
+
+
+@pytest.fixture(scope="module")
+def q4_results(tmp_path_factory):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path_factory.mktemp("ch8_q4") / "results.json"
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_NUM_CPU_DEVICES": "8", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    code = (f"import sys; sys.path.insert(0, {str(here)!r}); import test_ch8; "
+            f"test_ch8._grade_q4_cases({str(out)!r})")
+    child = subprocess.run([sys.executable, "-c", code], env=env, cwd=here.parent.parent, capture_output=True,
+                           text=True, timeout=600)
+    assert child.returncode == 0, child.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+SOLUTION_Q4 = "greedy, exact paths, fit on the whole batch (the solution)"
+
+
+@pytest.mark.parametrize("name", list(RIGHT_Q4))
+def test_ch8_q4_accepts_every_right_form(q4_results, name):
+    if q4_results["rule"] == "search" and "train_on_batch" in name:
+        pytest.skip("Keras 3.13's train_on_batch fails under a distribution (exercise 4's set-up cell shows it)")
+    result = q4_results[name]
+    assert result["status"] == "correct" and result["points"] == 5, result["message"]
+    assert "✗" not in result["message"]
+
+
+@pytest.mark.parametrize("name", list(WRONG_Q4))
+def test_ch8_q4_wrong_answers(q4_results, name):
+    _, fragments, points_fullmatch, points_search = WRONG_Q4[name]
+    result = q4_results[name]
+    want = points_fullmatch if q4_results["rule"] == "fullmatch" else points_search
+    assert result["points"] == want, result["message"]
+    for fragment in fragments:
+        assert fragment in result["message"], f"{fragment!r} not in:\n{result['message']}"
+
+
+def test_ch8_q4_not_a_function(q4_results):
+    assert q4_results["not a function"]["points"] == 0
+    assert "should be a function" in q4_results["not a function"]["message"]
+
+
+def test_ch8_q4_graded_feedback_keeps_the_answer_back(q4_results):
+    answers = ["re.escape(weight.path)", "batch_dim_name=device_mesh.axis_names[0]", "Split the biggest weights",
+               "One step on the whole batch", "The checker's NumPy loss is", "from_logits=True)"]
+    for name in WRONG_Q4:
+        graded = q4_results[name]["graded"]
+        assert graded and not any(answer in graded for answer in answers), (name, graded)
+    # the self-study feedback does show them after a first try (Exercise.evaluate is not a first try)
+    assert "re.escape(weight.path)" in q4_results["keys 'h1/kernel' (re.search only)"]["message"]
+    assert "batch_dim_name=device_mesh.axis_names[0]" in q4_results["batch_dim_name along the weights' axis"]["message"]
+
+
+def test_ch8_q4_graded_mode_gives_the_solution_full_marks(q4_results):
+    print({name: round(result["seconds"], 1) for name, result in q4_results.items() if "seconds" in result})
+    assert q4_results["graded solution"]["status"] == "correct" and q4_results["graded solution"]["points"] == 5
+
+
+def test_ch8_q4_reference_is_the_keras_loss():
+    """The checker's NumPy step: the loss and gradients of its own model, checked by finite differences."""
+    import numpy as np
+
+    from course_utils.checkers import ch8
+
+    values, images, labels = ch8._budget_case()
+    values = {path: value.astype("float64") for path, value in values.items()}
+    loss, gradients = ch8._numpy_step(values, images, labels)
+    assert 1.5 < loss < 4.0 and set(gradients) == set(values)
+    rng = np.random.default_rng(0)
+    for path in values:
+        index = tuple(rng.integers(0, n) for n in values[path].shape)
+        nudged = {p: v.copy() for p, v in values.items()}
+        nudged[path][index] += 1e-6
+        assert abs((ch8._numpy_step(nudged, images, labels)[0] - loss) / 1e-6 - gradients[path][index]) < 1e-4, path
+    whole = sum(value.nbytes // 2 for value in values.values())  # float32 bytes
+    assert whole == 66_216 and whole > ch8.BUDGET_BYTES
+
+
+def test_ch8_q4_the_untouched_function_is_unanswered():
+    def train_one_step(make_model, device_mesh, budget_bytes, images, labels):
+        # the hand-out's comment
+        return ...
+
+    result = grade(8, "q4", train_one_step)
+    assert result.status == "unanswered" and result.points == 0
+    assert exercises(8).q4.unanswered(...) and exercises(8).q4.unanswered(None)
+
+
+def test_ch8_q4_time_limit():
+    """The learner's call runs in a helper thread; a call that does not finish in time is reported, not waited for."""
+    import threading
+    import time
+
+    from course_utils.checkers import ch8
+
+    assert ch8._call_with_time_limit(lambda a, b: a + b, (1, 2), 5) == {"value": 3}
+    assert isinstance(ch8._call_with_time_limit(lambda: 1 / 0, (), 5)["error"], ZeroDivisionError)
+    release = threading.Event()
+    start = time.perf_counter()
+    assert ch8._call_with_time_limit(release.wait, (), 0.5) == {"timeout": True}
+    assert time.perf_counter() - start < 5
+    release.set()
