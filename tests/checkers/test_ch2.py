@@ -104,3 +104,251 @@ def test_ch2_q3_what_the_hints_say_about_sharded_variables(cpus8):
     sharded = ShardedVariable([tf.Variable([[1.0], [2.0]]), tf.Variable([[3.0]])])
     assert tf.convert_to_tensor(sharded).numpy().ravel().tolist() == [1.0, 2.0, 3.0]
     assert "variable_partitioner" in ch2.PickStrategy.hints[1]
+
+
+# Exercise 4: make_train_step(strategy, model, optimizer), run by the checker on its own 4-replica strategy.
+def _step_maker(divisor="count_inside", reduce_op="SUM", gradients="apply", from_logits=True, eager=False,
+                returns="loss"):
+    """A make_train_step in the notebook's style. ``divisor``: what each replica divides its summed loss by;
+    ``gradients``: how the update is applied; ``returns``: what train_step returns."""
+    import tensorflow as tf
+    import tf_keras
+
+    SUM = tf.distribute.ReduceOp.SUM
+    loss_object = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits,
+                                                                 reduction=tf_keras.losses.Reduction.NONE)
+
+    def make_train_step(strategy, model, optimizer):
+        def replica_step(features, labels, count=None):
+            context = tf.distribute.get_replica_context()
+            with tf.GradientTape() as tape:
+                per_example_loss = loss_object(labels, model(features, training=True))
+                if divisor == "count_inside":
+                    examples = context.all_reduce(SUM, tf.shape(labels)[0])
+                    loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=examples)
+                elif divisor == "count_outside":
+                    loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=count)
+                elif divisor == "float_count":
+                    examples = context.all_reduce(SUM, tf.cast(tf.shape(labels)[0], tf.float32))
+                    loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=examples)
+                elif divisor == "no_global":
+                    loss = tf.nn.compute_average_loss(per_example_loss)
+                elif divisor == "shape_x_replicas":
+                    local = tf.shape(labels)[0] * strategy.num_replicas_in_sync
+                    loss = tf.reduce_sum(per_example_loss) / tf.cast(local, tf.float32)
+                elif divisor == "per_replica_mean":
+                    loss = tf.reduce_mean(per_example_loss)
+                elif divisor == "sum":
+                    loss = tf.reduce_sum(per_example_loss)
+                else:  # a number typed in
+                    loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=divisor)
+            grads = tape.gradient(loss, model.trainable_variables)
+            if gradients == "apply":
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            elif gradients == "mean":  # averaged over the replicas, applied as they are
+                grads = context.all_reduce(tf.distribute.ReduceOp.MEAN, grads)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables), skip_gradients_aggregation=True)
+            elif gradients == "own":  # each replica applies its own gradient
+                optimizer.apply_gradients(zip(grads, model.trainable_variables), skip_gradients_aggregation=True)
+            return loss
+
+        def train_step(features, labels):
+            if divisor == "count_outside":
+                count = strategy.reduce(SUM, strategy.run(lambda y: tf.shape(y)[0], args=(labels,)), axis=None)
+                per_replica = strategy.run(replica_step, args=(features, labels, count))
+            else:
+                per_replica = strategy.run(replica_step, args=(features, labels))
+            if returns == "per_replica":
+                return per_replica
+            if returns == "nothing":
+                return None
+            return strategy.reduce(reduce_op, per_replica, axis=None)
+        return train_step if eager else tf.function(train_step)
+    return make_train_step
+
+
+def _step_local_results_minimize(strategy, model, optimizer):
+    """Counts with experimental_local_results before strategy.run; raw ops; optimizer.minimize."""
+    import tensorflow as tf
+
+    def replica_step(features, labels, count):
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)
+            total = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+            loss = total / tf.cast(count, tf.float32)
+        optimizer.minimize(loss, model.trainable_variables, tape=tape)
+        return loss
+
+    @tf.function
+    def train_step(features, labels):
+        count = tf.add_n([tf.shape(y)[0] for y in strategy.experimental_local_results(labels)])
+        return strategy.reduce("SUM", strategy.run(replica_step, args=(features, labels, count)), axis=None)
+    return train_step
+
+
+def _step_own_all_reduce(strategy, model, optimizer):
+    """Gradients of the summed loss, all-reduced by hand, divided by the all-reduced count."""
+    import tensorflow as tf
+    import tf_keras
+
+    loss_object = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                 reduction=tf_keras.losses.Reduction.NONE)
+
+    def replica_step(features, labels):
+        context = tf.distribute.get_replica_context()
+        with tf.GradientTape() as tape:
+            total = tf.reduce_sum(loss_object(labels, model(features, training=True)))
+        grads = context.all_reduce(tf.distribute.ReduceOp.SUM, tape.gradient(total, model.trainable_variables))
+        count = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(tf.shape(labels)[0], tf.float32))
+        optimizer.apply_gradients(zip([g / count for g in grads], model.trainable_variables),
+                                  skip_gradients_aggregation=True)
+        return total / count
+
+    @tf.function
+    def train_step(features, labels):
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=(features, labels)),
+                               axis=None)
+    return train_step
+
+
+def _step_cross_replica(op="SUM", per_replica_mean=False):
+    """Per-replica gradients combined with strategy.reduce and applied in cross-replica context."""
+    import tensorflow as tf
+
+    def make_train_step(strategy, model, optimizer):
+        def replica_gradients(features, labels):
+            with tf.GradientTape() as tape:
+                logits = model(features, training=True)
+                per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+                loss = tf.reduce_mean(per_example) if per_replica_mean else tf.reduce_sum(per_example)
+            return loss, tape.gradient(loss, model.trainable_variables), tf.cast(tf.shape(labels)[0], tf.float32)
+
+        @tf.function
+        def train_step(features, labels):
+            loss, grads, count = strategy.run(replica_gradients, args=(features, labels))
+            grads = [strategy.reduce(op, g, axis=None) for g in grads]
+            loss = strategy.reduce(op, loss, axis=None)
+            if not per_replica_mean:
+                count = strategy.reduce("SUM", count, axis=None)
+                grads, loss = [g / count for g in grads], loss / count
+            optimizer.apply_gradients(zip(grads, model.trainable_variables), skip_gradients_aggregation=True)
+            return loss
+        return train_step
+    return make_train_step
+
+
+def test_ch2_q4_every_right_form(cpus8):
+    assert_correct(grade(2, "q4", _step_maker()))  # the solution's form
+    assert_correct(grade(2, "q4", _step_maker("count_outside")))  # counted by strategy.reduce, passed in args
+    assert_correct(grade(2, "q4", _step_local_results_minimize))
+    assert_correct(grade(2, "q4", _step_own_all_reduce))
+    assert_correct(grade(2, "q4", _step_cross_replica()))  # combined outside strategy.run
+    assert_correct(grade(2, "q4", _step_maker(eager=True)))  # no tf.function: slower, as right
+
+
+def test_ch2_q4_loss_scaling_mistakes(cpus8):
+    # Right for the evenly split batch, wrong for the last one (6, 6, 6, 4): per-replica batch x replicas.
+    for uneven in (_step_maker("no_global"), _step_maker("shape_x_replicas"),
+                   _step_cross_replica("MEAN", per_replica_mean=True)):
+        assert_hint(grade(2, "q4", uneven), "split 6, 6, 6, 4", "only when the shares are equal", "unequally",
+                    "count 1.5x", "get_replica_context().all_reduce", points=2)
+    assert_hint(grade(2, "q4", _step_maker("per_replica_mean")), "changed 4x as much", "its OWN batch",
+                "last batch of 22 examples (split 6, 6, 6, 4): the same mistake", points=0)
+    assert_hint(grade(2, "q4", _step_maker(64)), "divides the summed loss by 64, this notebook's batch size",
+                "the same mistake", points=0)
+    assert_hint(grade(2, "q4", _step_maker(128)), "divides the summed loss by 128, whatever batch", points=0)
+    assert_hint(grade(2, "q4", _step_maker(24)), "divided by 24, the size of the full batches", points=2)
+    assert_hint(grade(2, "q4", _step_maker("sum")), "the loss is the SUM over the examples", points=0)
+    # The gradients averaged over the replicas as well: 1/4 of the step (the returned loss is right).
+    assert_hint(grade(2, "q4", _step_maker(gradients="mean")), "1/4 as much", "ReduceOp.MEAN", points=1)
+    assert_hint(grade(2, "q4", _step_cross_replica("MEAN")), "1/4 as much", points=0)
+    assert_hint(grade(2, "q4", _step_maker("per_replica_mean", gradients="own", reduce_op="MEAN")),
+                "copies of a mirrored variable differ", "skip_gradients_aggregation", points=0)
+    assert_hint(grade(2, "q4", _step_maker(from_logits=False)), "every variable changed otherwise than in one SGD",
+                "outputs logits", points=0)
+
+
+def test_ch2_q4_returned_loss_and_errors(cpus8):
+    import tensorflow as tf
+    import tf_keras
+
+    assert_hint(grade(2, "q4", _step_maker(reduce_op="MEAN")), "1/4 of them", "ReduceOp.SUM", points=3)
+    assert_hint(grade(2, "q4", _step_maker(returns="nothing")), "train_step returned None", points=3)
+    assert_hint(grade(2, "q4", _step_maker(returns="per_replica")), "PerReplica value", points=3)
+    assert_hint(grade(2, "q4", _step_maker("float_count")), "integer global_batch_size", "tf.shape(labels)[0]")
+
+    def keras_mean_loss(strategy, model, optimizer):
+        loss_object = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # averages by itself
+
+        def replica_step(features, labels):
+            with tf.GradientTape() as tape:
+                loss = loss_object(labels, model(features, training=True))
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+        return tf.function(lambda f, y: strategy.reduce("SUM", strategy.run(replica_step, args=(f, y)), axis=None))
+    assert_hint(grade(2, "q4", keras_mean_loss), "averages over its batch by itself", "Reduction.NONE")
+
+    def no_update(strategy, model, optimizer):
+        return tf.function(lambda f, y: strategy.reduce("SUM", strategy.run(
+            lambda f, y: tf.reduce_mean(model(f)), args=(f, y)), axis=None))
+    assert_hint(grade(2, "q4", no_update), "did not change", points=0)
+
+    own_keys = type("TestMirroredStrategy", (tf.distribute.MirroredStrategy,), {"_collective_key_base": 30_000})
+    notebook_strategy = own_keys(devices=cpus8)  # never runs a collective: the step fails while it is traced
+    assert_hint(grade(2, "q4", lambda strategy, model, optimizer: _step_maker()(notebook_strategy, model, optimizer)),
+                "must use the strategy, model and optimizer it receives")
+
+    def aborted(strategy, model, optimizer):
+        def train_step(features, labels):
+            raise tf.errors.InvalidArgumentError(None, None, "Collective ops is aborted by: Shape mismatch. The "
+                                                             "error could be from a previous operation. Restart "
+                                                             "your program to reset.")
+        return train_step
+    assert_hint(grade(2, "q4", aborted), "restart the kernel")
+    assert_hint(grade(2, "q4", lambda strategy, model, optimizer: None), "returned a NoneType")
+    assert_hint(grade(2, "q4", lambda strategy, model, optimizer: 1 / 0), "make_train_step", "ZeroDivisionError")
+    assert_hint(grade(2, "q4", 3), "should be a function")
+    unanswered = grade(2, "q4", None)
+    assert unanswered.status == "unanswered" and unanswered.points == 0
+
+
+def test_ch2_q4_graded_feedback_keeps_the_answer_back(cpus8):
+    from course_utils.checkers import exercises
+
+    for answer in (_step_maker("no_global"), _step_maker(64), _step_maker(reduce_op="MEAN")):
+        feedback = exercises(2).q4.grade(answer)
+        assert "all_reduce" in feedback.render() or "ReduceOp.SUM" in feedback.render()
+        graded = feedback.render(graded=True)
+        assert "get_replica_context" not in graded and "ReduceOp.SUM" not in graded, graded
+    key_line = ch2.DistributedStep.hints[2]
+    assert "get_replica_context().all_reduce" in key_line and len(ch2.DistributedStep.hints) == 3
+
+
+def test_ch2_q4_checker_strategy_has_its_own_collective_numbers(cpus8):
+    """One strategy per process, with collective group numbers apart from a plain MirroredStrategy's (chapter 2)."""
+    import tensorflow as tf
+
+    strategy = ch2._step_strategy()
+    assert strategy is ch2._step_strategy() and strategy.num_replicas_in_sync == ch2.STEP_REPLICAS
+    canonical = [tf.DeviceSpec.from_string(d).to_string() for d in cpus8[:4]]
+    plain = tf.distribute.MirroredStrategy(devices=cpus8[:4])  # never runs a collective
+    assert strategy.extended._collective_keys.get_group_key(canonical) == \
+        ch2.STEP_KEY_BASE + plain.extended._collective_keys.get_group_key(canonical)
+
+
+def test_ch2_q4_checker_batches_are_split_as_a_distributed_dataset_splits_them(cpus8):
+    """The checker builds its distributed batches itself; experimental_distribute_dataset splits them the same way."""
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = ch2._step_strategy()
+    x, y, _ = ch2._step_data()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(ch2.STEP_BATCH)
+    splits, first = [], 0
+    for features, labels in strategy.experimental_distribute_dataset(dataset):
+        parts = strategy.experimental_local_results(labels)
+        splits.append(tuple(len(part) for part in parts))
+        batch = np.concatenate([part.numpy() for part in parts])
+        np.testing.assert_array_equal(batch, y[first: first + len(batch)])  # consecutive examples, in order
+        first += len(batch)
+    assert tuple(splits) == ch2.STEP_SPLITS and first == ch2.STEP_EXAMPLES
