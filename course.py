@@ -119,7 +119,7 @@ def run_tests(argv):
 
 
 def main(argv):
-    module = {"build": "course_utils.build", "grade": "course_utils.grade", "bench": "course_utils.benchmark"}
+    module = {"build": "course_utils.build", "grade": "course_utils.grading", "bench": "course_utils.benchmark"}
     if not argv or argv[0] not in ("lab", "test", *module):
         print(__doc__)
         print("usage: python3 course.py lab [jupyter lab options] | test [--help] | build | grade | bench [options]")

@@ -6,6 +6,12 @@ kernel (:class:`KernelSession`), hands it to the driver function, and writes the
 as JSON. When the time limit runs out, the child's process group and the kernel's are killed
 (SIGKILL), so an endless loop or a process the notebook started cannot outlive the run.
 
+With a ``sandbox`` (see :mod:`course_utils.grading.sandbox`), only the kernel runs in it: the
+child and the driver stay outside and talk to the kernel through Unix sockets. Then the end of
+the run kills the sandbox's first process, and with it every process of its PID namespace, also
+those that left the kernel's process group (``start_new_session=True``); the run returns only
+once they are gone.
+
 A driver is ``"module:function"``; it is called as ``function(session, payload, report)`` in the
 child and fills the dict ``report`` as it goes (so that what it found survives a kernel that dies). The payload reaches the child on its standard input, not
 in a file, so nothing in it is left on disk for the notebook to read.
@@ -28,6 +34,13 @@ __all__ = ["KernelSession", "run_in_child", "run_notebook_cells"]
 class KernelSession:
     """A Jupyter kernel started in ``workdir`` with ``env``, running cells one at a time.
 
+    Args:
+        workdir: the kernel's working folder.
+        env: the kernel's environment (with a sandbox: bwrap's; the kernel's is in its command).
+        cell_timeout: seconds one cell may take (None: no limit).
+        sandbox: None, or the dict :func:`run_in_child` describes: the kernel then starts in it.
+        on_start: called with the session as soon as the kernel's process exists.
+
     Example:
         >>> with KernelSession("/tmp/work", dict(os.environ)) as session:
         ...     cell = session.execute("print(6 * 7)")
@@ -35,24 +48,61 @@ class KernelSession:
         '42\\n'
     """
 
-    def __init__(self, workdir, env, cell_timeout=None):
-        self.workdir, self.env, self.cell_timeout = str(workdir), env, cell_timeout
+    def __init__(self, workdir, env, cell_timeout=None, sandbox=None, on_start=None):
+        self.workdir, self.env, self.cell_timeout, self.sandbox = str(workdir), env, cell_timeout, sandbox
+        self.on_start = on_start  # called with this session once the kernel's process exists
         self.kernel_pid = None
         self._loop = asyncio.new_event_loop()
+
+    def _sandboxed_manager(self):
+        """A kernel manager whose kernel command is the sandbox's (``sandbox["argv"]`` up to the
+        connection file) and whose channels are Unix sockets in ``sandbox["connection_dir"]``."""
+        from jupyter_client.kernelspec import KernelSpec
+        from jupyter_client.manager import AsyncKernelManager
+
+        conn = Path(self.sandbox["connection_dir"])
+        km = AsyncKernelManager(transport="ipc", ip=str(conn / "kernel"), connection_file=str(conn / "connection.json"))
+        km._kernel_spec = KernelSpec(argv=[*self.sandbox["argv"], "{connection_file}"], language="python",
+                                     display_name="Python 3 (sandboxed)")
+        km.write_connection_file()  # now, to hand it to the sandbox user; start_kernel keeps it
+        if self.sandbox.get("owner"):
+            os.chown(km.connection_file, *self.sandbox["owner"])
+        return km
 
     def __enter__(self):
         import nbformat
         from jupyter_client.manager import AsyncKernelManager
         from nbclient import NotebookClient
 
-        self._km = AsyncKernelManager(kernel_name="python3")
+        self._km = self._sandboxed_manager() if self.sandbox else AsyncKernelManager(kernel_name="python3")
         self._loop.run_until_complete(self._km.start_kernel(cwd=self.workdir, env=self.env))
         self.kernel_pid = getattr(self._km.provisioner, "pid", None)
+        if self.on_start:
+            self.on_start(self)
         self._client = NotebookClient(nbformat.v4.new_notebook(), km=self._km, timeout=self.cell_timeout,
                                       allow_errors=True, startup_timeout=120,
                                       resources={"metadata": {"path": self.workdir}})
         self._loop.run_until_complete(self._client.async_start_new_kernel_client())
         return self
+
+    def sandbox_init(self, wait_seconds=5.0):
+        """``(host pid, "pid:[inode]")`` of the sandbox's first process (bwrap's child, the first
+        process of the kernel's PID namespace), or None without a sandbox or when it did not appear
+        within ``wait_seconds`` of the call."""
+        import psutil
+
+        deadline = time.monotonic() + wait_seconds
+        while self.sandbox and self.kernel_pid:
+            try:
+                children = psutil.Process(self.kernel_pid).children()
+                if children:
+                    return children[0].pid, os.readlink(f"/proc/{children[0].pid}/ns/pid")
+            except (OSError, psutil.Error):
+                return None
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+        return None
 
     def execute(self, source):
         """Run ``source`` as a cell and return it (an nbformat cell) with its outputs.
@@ -115,6 +165,66 @@ def _kill_group(pgid, wait_seconds=5.0):
         time.sleep(0.05)
 
 
+def _runs(pid, namespace=None):
+    """Whether process ``pid`` still runs (is not a zombie), and is in the PID namespace ``namespace`` when given."""
+    try:
+        if namespace is not None and os.readlink(f"/proc/{pid}/ns/pid") != namespace:
+            return False
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _kill_sandbox(pid, namespace, wait_seconds=10.0):
+    """SIGKILL the first process of a sandbox's PID namespace, then wait (at most ``wait_seconds``)
+    until it is gone. The kernel kills every other process of a namespace whose first process dies,
+    and that first process finishes exiting only after they all have: when it is gone, they are."""
+    if not _runs(pid, namespace):
+        return True
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    deadline = time.monotonic() + wait_seconds
+    while _runs(pid, namespace):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def read_small_file(path, limit=64 << 20):
+    """The bytes of the regular file ``path`` (at most ``limit``), or None when it is missing, a
+    symbolic link, a folder, a FIFO or anything else that is not a regular file. Never blocks.
+
+    Example:
+        >>> read_small_file("/etc/hostname") is not None, read_small_file("/etc")
+        (True, None)
+    """
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size < limit:
+            chunk = os.read(fd, min(1 << 20, limit - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _group_runs(pgid):
     """Whether a process of the group ``pgid`` still runs (is not a zombie)."""
     import psutil
@@ -128,19 +238,24 @@ def _group_runs(pgid):
     return False
 
 
-def run_in_child(driver, payload, timeout, env=None, cell_timeout=None):
+def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=None):
     """Run ``driver`` on a fresh kernel in a child process; kill everything after ``timeout`` seconds.
 
     Args:
         driver: ``"module:function"`` (see the module docstring).
         payload: a JSON-serialisable dict for the driver.
         timeout: seconds for the whole run, kernel start included.
-        env: the kernel's (and child's) environment; default ``os.environ``.
+        env: the kernel's (and child's) environment; default ``os.environ``. With a sandbox, the
+            child's only: the kernel's is in the sandbox's command.
         cell_timeout: seconds one cell may take (default: no limit but ``timeout``).
+        sandbox: None, or run the kernel in a sandbox: a dict with ``argv`` (the command that starts
+            the kernel, up to its connection file: :meth:`course_utils.grading.sandbox.Box.kernel_argv`),
+            ``workdir``, ``connection_dir`` and ``owner`` (``(uid, gid)`` to give the connection file, or None).
 
     Returns:
         A dict: ``kind`` (``"completed"``, ``"timeout"``, ``"kernel died"`` or ``"failed"``),
         ``detail``, ``seconds``, and under ``report`` what the driver reported (empty after a time-out).
+        With a sandbox, ``sandbox_gone`` says whether every process of the sandbox was seen to end.
 
     Example:
         >>> run_in_child("course_utils.notebook_runner:run_notebook_cells",
@@ -156,7 +271,7 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None):
         with open(log_path, "wb") as log:
             child = subprocess.Popen(cmd, env=dict(env if env is not None else os.environ), stdin=subprocess.PIPE,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            child.stdin.write(json.dumps(payload).encode())
+            child.stdin.write(json.dumps({"payload": payload, "sandbox": sandbox}).encode())
             child.stdin.close()
             try:
                 child.wait(timeout=timeout)
@@ -165,17 +280,30 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None):
                 timed_out = True
                 _kill_group(child.pid)
                 child.wait()
-        if pid_path.exists():
-            _kill_group(int(pid_path.read_text()))  # the kernel leads its own process group
-        outcome = {"kind": "timeout", "detail": "", "report": {}} if timed_out else (
-            json.loads(result_path.read_text()) if result_path.exists() else
-            {"kind": "failed", "report": {},
-             "detail": " ".join(log_path.read_text(errors="replace").split()[-40:])[-300:]
-             or f"exit status {child.returncode}"})
+        kernel = _json_or_none(read_small_file(pid_path))
+        kernel = kernel if isinstance(kernel, dict) else {}
+        if kernel.get("pid"):
+            _kill_group(kernel["pid"])  # the kernel (or bwrap) leads its own process group
+        gone = _kill_sandbox(*kernel["init"]) if kernel.get("init") else None
+        result = None if timed_out else _json_or_none(read_small_file(result_path))
+        result = result if isinstance(result, dict) and "kind" in result else None
+        log = (read_small_file(log_path) or b"").decode(errors="replace")
+        outcome = {"kind": "timeout", "detail": "", "report": {}} if timed_out else result or {
+            "kind": "failed", "report": {},
+            "detail": " ".join(log.split()[-40:])[-300:] or f"exit status {child.returncode}"}
         outcome["seconds"] = time.monotonic() - start
+        if sandbox is not None:
+            outcome["sandbox_gone"] = gone is not False
         return outcome
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _json_or_none(data):
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
 
 
 def _child_main(driver, scratch, cell_timeout):
@@ -183,14 +311,20 @@ def _child_main(driver, scratch, cell_timeout):
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     scratch = Path(scratch)
-    payload = json.loads(sys.stdin.read())
+    given = json.loads(sys.stdin.read())
+    payload, sandbox = given["payload"], given["sandbox"]
     module, function = driver.split(":")
     drive = getattr(importlib.import_module(module), function)
     outcome = {"kind": "completed", "detail": "", "report": {}}
+    workdir = sandbox["workdir"] if sandbox else scratch / "kernel-cwd"
+
+    def started(session):  # so that the parent can kill the kernel even if this child is killed
+        if session.kernel_pid:
+            pids = {"pid": session.kernel_pid, "init": session.sandbox_init()}
+            (scratch / "kernel.pid").write_text(json.dumps(pids))
+
     try:
-        with KernelSession(scratch / "kernel-cwd", dict(os.environ), cell_timeout or None) as session:
-            if session.kernel_pid:
-                (scratch / "kernel.pid").write_text(str(session.kernel_pid))
+        with KernelSession(workdir, dict(os.environ), cell_timeout or None, sandbox, started) as session:
             drive(session, payload, outcome["report"])
     except DeadKernelError:
         outcome["kind"] = "kernel died"

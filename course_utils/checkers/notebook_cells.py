@@ -70,7 +70,45 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '    "d": "OneDeviceStrategy",\n'
                                       '    "e": "CentralStorageStrategy",\n'
                                       '    "f": "DTensor",\n'
-                                      '}'}}},
+                                      '}'},
+                   'q4': {'cell': 'ch2-q4',
+                          'call': 'ex.q4.check(make_train_step)',
+                          'solution': 'def make_train_step(strategy, model, optimizer):\n'
+                                      '    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(\n'
+                                      '        from_logits=True, reduction=tf.keras.losses.Reduction.NONE)\n'
+                                      '\n'
+                                      '    def replica_step(features, labels):\n'
+                                      "        # The examples of the whole step: this replica's count, "
+                                      'summed over all replicas. (Or, before\n'
+                                      '        # strategy.run: add up tf.shape(y)[0] over '
+                                      'strategy.experimental_local_results(labels).)\n'
+                                      '        examples = '
+                                      'tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, '
+                                      'tf.shape(labels)[0])\n'
+                                      '        with tf.GradientTape() as tape:\n'
+                                      '            per_example_loss = loss_object(labels, model(features, '
+                                      'training=True))\n'
+                                      '            loss = tf.nn.compute_average_loss(per_example_loss, '
+                                      'global_batch_size=examples)\n'
+                                      '        gradients = tape.gradient(loss, model.trainable_variables)\n'
+                                      '        optimizer.apply_gradients(zip(gradients, '
+                                      "model.trainable_variables))  # sums the replicas' gradients\n"
+                                      '        return loss\n'
+                                      '\n'
+                                      '    @tf.function\n'
+                                      '    def train_step(features, labels):\n'
+                                      '        per_replica_losses = strategy.run(replica_step, '
+                                      'args=(features, labels))\n'
+                                      '        return strategy.reduce(tf.distribute.ReduceOp.SUM, '
+                                      'per_replica_losses, axis=None)\n'
+                                      '\n'
+                                      '    return train_step\n'
+                                      '\n'
+                                      '\n'
+                                      'train_step = make_train_step(mirrored, model, optimizer)  # tried on '
+                                      "this notebook's last batch\n"
+                                      'print(f"loss of the last batch: {float(train_step(batch_features, '
+                                      'batch_labels)):.4f}")'}}},
  3: {'keras': 'tf_keras',
      'dtensor': False,
      'exercises': {'q1': {'cell': 'ch3-q1',
@@ -173,7 +211,30 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       "over 'batch': 48 MiB\n"
                                       "              + 2 * 1 / 2 * dx_block,     # + dx's partial sums "
                                       "all-reduced over 'model' (n = 2): 4 MiB\n"
-                                      '}'}}},
+                                      '}'},
+                   'q6': {'cell': 'ch4-q6',
+                          'call': 'ex.q6.check(sharded_product)',
+                          'solution': 'product = tf.function(tf.matmul)\n'
+                                      '\n'
+                                      '\n'
+                                      'def sharded_product(mesh, x, w, budget):\n'
+                                      '    model = mesh.dim_size("model")\n'
+                                      '    units = w.shape[1]\n'
+                                      '    if w.nbytes <= budget:      # the whole w fits: replicate it; '
+                                      'each device multiplies its own examples\n'
+                                      '        x_specs, w_specs, collective = ["batch", U], [U, U], "none"\n'
+                                      "    elif units % model == 0:    # split w's units (its output "
+                                      'columns): each device computes its columns of y\n'
+                                      '        x_specs, w_specs, collective = ["batch", U], [U, "model"], '
+                                      '"none"\n'
+                                      '    else:                       # split the contracted features: '
+                                      "partial sums, added over 'model'\n"
+                                      '        x_specs, w_specs, collective = ["batch", "model"], ["model", '
+                                      'U], ("all-reduce", "model")\n'
+                                      '    x_layout, w_layout = dtensor.Layout(x_specs, mesh), '
+                                      'dtensor.Layout(w_specs, mesh)\n'
+                                      '    y = product(pack_batch(x, x_layout), pack_batch(w, w_layout))\n'
+                                      '    return y, x_layout, w_layout, collective'}}},
  5: {'keras': 'tf_keras',
      'dtensor': True,
      'exercises': {'q1': {'cell': 'ch5-q1',
@@ -226,7 +287,108 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       'd2_bias),\n'
                                       '}\n'
                                       'choice = "tensor parallel"  # fits (9.3 MiB); 2-D holds less but '
-                                      'sends twice as much on these CPUs'}}},
+                                      'sends twice as much on these CPUs'},
+                   'q6': {'cell': 'ch5-q6',
+                          'call': 'ex.q6.check(build_on_mesh)',
+                          'solution': 'import math\n'
+                                      '\n'
+                                      'U = dtensor.UNSHARDED\n'
+                                      'NAMES = ("d1.kernel", "d1.bias", "d2.kernel", "d2.bias")\n'
+                                      "PLACEMENTS = {  # exercise 5's table: the specs of d1.kernel, "
+                                      'd1.bias, d2.kernel, d2.bias\n'
+                                      '    "data parallel": ([U, U], [U], [U, U], [U]),\n'
+                                      '    "FSDP-style": (["batch", U], [U], [U, U], [U]),\n'
+                                      '    "tensor parallel": ([U, "model"], ["model"], ["model", U], [U]),\n'
+                                      '    "2-D": (["batch", "model"], ["model"], ["model", U], [U]),\n'
+                                      '}\n'
+                                      '\n'
+                                      '\n'
+                                      'def bytes_held(weights, placement, mesh):\n'
+                                      "    # One device: each weight in its layout, Adam's two slots in the "
+                                      "same layout, Adam's int64 step counter.\n"
+                                      '    # None when this mesh cannot split an axis the placement shards.\n'
+                                      '    total = 0\n'
+                                      '    for name, spec in zip(NAMES, placement):\n'
+                                      '        sizes = [mesh.dim_size(axis) for axis in spec if axis != U]\n'
+                                      '        if any(length % mesh.dim_size(axis) for length, axis in '
+                                      'zip(weights[name].shape, spec) if axis != U):\n'
+                                      '            return None\n'
+                                      '        total += 3 * weights[name].nbytes // math.prod(sizes)\n'
+                                      '    return total + 8\n'
+                                      '\n'
+                                      '\n'
+                                      'def build_on_mesh(mesh, weights, budget):\n'
+                                      '    held = {name: bytes_held(weights, placement, mesh) for name, '
+                                      'placement in PLACEMENTS.items()}\n'
+                                      '    fitting = {name: size for name, size in held.items() if size is '
+                                      'not None and size <= budget}\n'
+                                      '    chosen = max(fitting, key=fitting.get)  # of the placements that '
+                                      'fit, the one that shards least\n'
+                                      '    layout = {name: dtensor.Layout(spec, mesh) for name, spec in '
+                                      'zip(NAMES, PLACEMENTS[chosen])}\n'
+                                      '    model = tf.keras.Sequential([\n'
+                                      '        tf.keras.layers.Flatten(input_shape=(28, 28, 1)),\n'
+                                      '        tf.keras.layers.Dense(weights["d1.bias"].shape[0], '
+                                      'activation="relu", name="d1",\n'
+                                      '                              kernel_layout=layout["d1.kernel"], '
+                                      'bias_layout=layout["d1.bias"]),\n'
+                                      '        tf.keras.layers.Dense(10, name="d2", '
+                                      'kernel_layout=layout["d2.kernel"], bias_layout=layout["d2.bias"]),\n'
+                                      '    ])\n'
+                                      '    for name, variable in zip(NAMES, model.trainable_variables):\n'
+                                      '        variable.assign(pack_batch(weights[name], variable.layout))  '
+                                      "# the given values, in the variable's layout\n"
+                                      '    optimizer = '
+                                      'tf.keras.dtensor.experimental.optimizers.Adam(LEARNING_RATE, '
+                                      'mesh=mesh)\n'
+                                      '    loss_fn = '
+                                      'tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n'
+                                      '    image_layout = dtensor.Layout.batch_sharded(mesh, "batch", '
+                                      'rank=4)\n'
+                                      '    label_layout = dtensor.Layout.batch_sharded(mesh, "batch", '
+                                      'rank=1)\n'
+                                      '\n'
+                                      '    @tf.function\n'
+                                      '    def train_step(images, labels):\n'
+                                      '        with tf.GradientTape() as tape:\n'
+                                      '            loss = loss_fn(labels, model(images, training=True))\n'
+                                      '        gradients = tape.gradient(loss, model.trainable_variables)\n'
+                                      '        optimizer.apply_gradients(zip(gradients, '
+                                      'model.trainable_variables))\n'
+                                      '        return loss\n'
+                                      '\n'
+                                      '    def step(images, labels):\n'
+                                      '        return train_step(pack_batch(images, image_layout), '
+                                      'pack_batch(labels, label_layout))\n'
+                                      '\n'
+                                      '    return model, optimizer, step\n'
+                                      '\n'
+                                      '\n'
+                                      '# On the wider model: the bytes each device holds, the collectives of '
+                                      'one more step, the loss against one device.\n'
+                                      'wide_model, wide_optimizer, wide_step = build_on_mesh(mesh, '
+                                      'wide_weights, BUDGET)\n'
+                                      'wide_loss = float(wide_step(wide_images, wide_labels))\n'
+                                      'held = bytes_per_device([wide_model, wide_optimizer])\n'
+                                      'print("layouts:", {name: v.layout.sharding_specs for name, v in '
+                                      'zip(NAMES, wide_model.trainable_variables)})\n'
+                                      'print(f"bytes per device: {sorted(set(held.values()))} (budget '
+                                      '{BUDGET:,})")\n'
+                                      'print("one more step ran:")\n'
+                                      'for run in collectives_run_by(lambda: wide_step(wide_images, '
+                                      'wide_labels)):\n'
+                                      '    print("  ", run)\n'
+                                      'hidden = tf.nn.relu(tf.reshape(wide_images, [64, 784]) @ '
+                                      'wide_weights["d1.kernel"] + wide_weights["d1.bias"])\n'
+                                      'logits = hidden @ wide_weights["d2.kernel"] + '
+                                      'wide_weights["d2.bias"]\n'
+                                      'one_device = '
+                                      'float(tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=wide_labels, '
+                                      'logits=logits)))\n'
+                                      'print(f"loss of the first step: {wide_loss:.6f} on the mesh, '
+                                      '{one_device:.6f} on one device")\n'
+                                      'assert max(held.values()) <= BUDGET and abs(wide_loss - one_device) < '
+                                      '1e-5'}}},
  6: {'keras': 'tf_keras',
      'dtensor': True,
      'exercises': {'q1': {'cell': 'ch6-q1',
@@ -428,4 +590,53 @@ CHAPTERS = {1: {'keras': 'keras3',
                           'solution': 'weight_bytes_total = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * '
                                       '10 + 10)\n'
                                       'weight_bytes_per_device = 4 * (784 * 128 + 128 + 128 * 128 + 128 + '
-                                      "128 * 10 + 10)  # d1 and d2's kernel halved"}}}}
+                                      "128 * 10 + 10)  # d1 and d2's kernel halved"},
+                   'q4': {'cell': 'ch8-q4',
+                          'call': 'ex.q4.check(train_one_step)',
+                          'solution': 'def train_one_step(make_model, device_mesh, budget_bytes, images, '
+                                      'labels):\n'
+                                      "    # Split make_model()'s weights over device_mesh so that no device "
+                                      'holds more than budget_bytes of them,\n'
+                                      '    # build and compile the model on the mesh, train one step on '
+                                      '(images, labels), return (model, loss).\n'
+                                      '    batch_axis, model_axis = device_mesh.axis_names  # the first mesh '
+                                      'axis splits the batch, the second the weights\n'
+                                      '    ways = device_mesh.shape[1]\n'
+                                      '    weights = make_model().weights  # built off the mesh, only to '
+                                      "read each weight's path, shape and bytes\n"
+                                      '    held = sum(weight.value.nbytes for weight in weights)  # on every '
+                                      'device, while every weight is whole\n'
+                                      '    layout_map = kd.LayoutMap(device_mesh)\n'
+                                      '    for weight in sorted(weights, key=lambda w: w.value.nbytes, '
+                                      'reverse=True):  # the biggest first\n'
+                                      '        axis = next((i for i, size in enumerate(weight.shape) if size '
+                                      '% ways == 0), None)  # one the mesh axis divides\n'
+                                      '        if held <= budget_bytes or axis is None:\n'
+                                      '            continue\n'
+                                      '        layout_map[re.escape(weight.path)] = tuple(model_axis if i == '
+                                      'axis else None for i in range(len(weight.shape)))\n'
+                                      '        held -= weight.value.nbytes - weight.value.nbytes // ways  # '
+                                      'each device keeps 1/ways of it\n'
+                                      '    distribution = kd.ModelParallel(layout_map=layout_map, '
+                                      'batch_dim_name=batch_axis)\n'
+                                      '    with distribution.scope():\n'
+                                      '        model = make_model()\n'
+                                      '        model.compile(optimizer=keras.optimizers.Adam(1e-3),\n'
+                                      '                      '
+                                      'loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n'
+                                      '        history = model.fit(images, labels, batch_size=len(images), '
+                                      'epochs=1, verbose=0)  # one step, whole batch\n'
+                                      '    return model, history.history["loss"][0]  # the step\'s loss, at '
+                                      'the starting weights\n'
+                                      '\n'
+                                      '\n'
+                                      'demo = train_one_step(make_mlp3, device_mesh, 600_000, demo_images, '
+                                      "demo_labels)  # your function, the chapter's mesh\n"
+                                      'if isinstance(demo, tuple) and len(demo) == 2 and hasattr(demo[0], '
+                                      '"weights"):\n'
+                                      '    held = [sum(shard.data.nbytes for weight in demo[0].weights for '
+                                      'shard in weight.value.addressable_shards\n'
+                                      '                if shard.device.id == device) for device in '
+                                      'range(8)]\n'
+                                      '    print(f"bytes of weights on devices 0-7: {held} (budget 600000) | '
+                                      'loss: {demo[1]}")'}}}}

@@ -159,16 +159,16 @@ def install(config_path):
     shell.user_ns_hidden[ENTRY] = grader  # not listed by %who
 
 
-def bootstrap_source(sandbox_digest, config_path):
+def bootstrap_source(digest, config_path):
     """The first cell the grader runs in a kernel: load this file with private builtins, check its
     SHA-256, and call :func:`install`. Nothing secret is in it (the key is in ``config_path``)."""
     return (
         "def _course_grader_boot():\n"
         "    import builtins, hashlib\n"
         f"    source = open({__file__!r}, 'rb').read()\n"
-        f"    if hashlib.sha256(source).hexdigest() != {sandbox_digest!r}:\n"
-        "        raise ImportError('the grader sandbox differs from the grader\\'s copy')\n"
-        "    space = {'__name__': '_course_grader_sandbox', '__builtins__': dict(vars(builtins))}\n"
+        f"    if hashlib.sha256(source).hexdigest() != {digest!r}:\n"
+        "        raise ImportError('the grader\\'s side in the kernel differs from the grader\\'s copy')\n"
+        "    space = {'__name__': '_course_grader_kernel_side', '__builtins__': dict(vars(builtins))}\n"
         f"    exec(compile(source, {__file__!r}, 'exec'), space)\n"
         f"    space['install']({str(config_path)!r})\n"
         "_course_grader_boot()\n"

@@ -1,7 +1,7 @@
 """Signed check records: how a result leaves the student's kernel without being forgeable.
 
 The grader makes a secret key for each run. Inside the kernel only the grader's private checker
-code knows it (see ``sandbox.py``); it writes one line per check it ran, with an HMAC-SHA256 of the
+code knows it (see ``kernel_side.py``); it writes one line per check it ran, with an HMAC-SHA256 of the
 line under that key. The grader accepts a line only if its signature is right, so a line the
 notebook wrote itself, or changed, is rejected (and reported).
 

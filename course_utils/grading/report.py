@@ -1,20 +1,74 @@
-"""The grader's outputs: the CSV table and the readable summary per submission and per exercise."""
+"""The grader's outputs: the CSV table (with its SHA-256 beside it) and the readable summary per
+submission and per exercise."""
 import csv
+import hashlib
+import io
+import os
+import tempfile
+from pathlib import Path
 
 from course_utils.checkers.core import CORRECT, INCORRECT, PARTIAL, UNANSWERED
 
-__all__ = ["COLUMNS", "STATUS_ORDER", "summary", "write_csv"]
+__all__ = ["COLUMNS", "STATUS_ORDER", "digest_path", "summary", "verify_digest", "write_csv"]
 
-COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status", "hints", "flags", "feedback"]
+COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status", "hints", "flags", "feedback",
+           "sandbox"]
 STATUS_ORDER = [CORRECT, PARTIAL, INCORRECT, UNANSWERED, "not checked"]
 
 
+def digest_path(path):
+    """Where the SHA-256 of the table at ``path`` is written: ``grades.csv`` -> ``grades.csv.sha256``."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def _replace(path, data):
+    """Write ``data`` to a new file beside ``path`` and rename it onto ``path``: a reader sees the old
+    or the new file, never half of one, and a symbolic link at ``path`` is replaced, not followed."""
+    path = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
 def write_csv(rows, path):
-    """Write the rows (dicts keyed by ``COLUMNS``) to ``path`` as CSV with exactly those columns."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    """Write the rows (dicts keyed by ``COLUMNS``) to ``path`` as CSV with exactly those columns, and
+    its SHA-256 to ``path.sha256`` in ``sha256sum`` format (check with ``sha256sum -c grades.csv.sha256``).
+    Each file is replaced in one step. Returns the SHA-256 (hex).
+
+    Example:
+        >>> write_csv(rows, Path("submissions/grades.csv"))
+        '3f5a...'
+    """
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    data = text.getvalue().encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()
+    _replace(path, data)
+    _replace(digest_path(path), f"{digest}  {Path(path).name}\n".encode())
+    return digest
+
+
+def verify_digest(path):
+    """Whether the table at ``path`` still has the SHA-256 written beside it (False when either is missing).
+
+    Example:
+        >>> verify_digest("submissions/grades.csv")
+        True
+    """
+    try:
+        expected = digest_path(path).read_text().split()[0]
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() == expected
+    except (OSError, IndexError):
+        return False
 
 
 def _one_line(text, limit=120):

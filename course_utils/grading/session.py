@@ -1,19 +1,21 @@
 """The grading run of one notebook, in the child process of :func:`~course_utils.notebook_runner.run_in_child`.
 
 :func:`grade_cells` is the driver. In a fresh kernel it first installs the grader's sandbox
-(``sandbox.py``), then runs the student's code cells in order. Right after the cell that holds an
-exercise in the exercise notebook (found by its cell id), it asks the sandbox to check that
-exercise; at the end it checks again every exercise that did not get full marks (its answer may
-be defined in a later cell), then asks for a report. Whatever the cells do, the results come only
-from the signed lines the sandbox writes (``records.py``), which the grader verifies.
+(``kernel_side.py``), then runs the student's code cells in order. Right after the cell that
+holds an exercise in the exercise notebook (found by its cell id), it asks the grader's side to
+check that exercise; at the end it checks again every exercise that did not get full marks (its
+answer may be defined in a later cell), then asks for a report. Whatever the cells do, the results
+come only from the signed lines the grader's side writes (``records.py``), which the grader
+verifies. With the bubblewrap sandbox (``sandbox.py``) only the kernel is in it; this driver runs
+outside, as the grader.
 """
 import json
 import os
 import re
 
 from course_utils.grading import records
-from course_utils.grading.sandbox import bootstrap_source
-from course_utils.notebook_runner import cell_error
+from course_utils.grading.kernel_side import bootstrap_source
+from course_utils.notebook_runner import cell_error, read_small_file
 
 HINT_LINE = re.compile(r"Hint (\d+)/\d+ \((\d+)\.(q\d+)\)")
 
@@ -40,21 +42,24 @@ def output_texts(cell):
 
 
 def _signed(results_path, key):
-    """The valid records in the results file so far."""
-    with open(results_path, encoding="utf-8") as f:
-        return [r for r in (records.decode(key, line) for line in f) if r is not None]
+    """The valid records in the results file so far (none when it is no longer a regular file)."""
+    text = (read_small_file(results_path) or b"").decode(errors="replace")
+    return [r for r in (records.decode(key, line) for line in text.splitlines()) if r is not None]
 
 
 def grade_cells(session, payload, report):
     """The driver (see the module docstring). ``payload`` holds the student's cells, the chapter, the
-    checks to run (``{"exercise", "cell", "max_points"}``), the key and the sandbox's settings.
+    checks to run (``{"exercise", "cell", "max_points"}``), the key, the settings of the grader's side
+    and ``kernel_owner`` (``(uid, gid)`` to give the settings file to the sandbox's user, or None).
     ``report`` gets ``boot_error`` or ``cell_errors`` and ``check_errors`` (``{cell id: "Error: ..."}``)
     and ``hints`` (the highest hint level each exercise printed)."""
     key = bytes.fromhex(payload["key"])
     config_path = payload["kernel_config_path"]
     with open(os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
         json.dump(payload["kernel_config"], f)
-    boot = session.execute(bootstrap_source(payload["sandbox_digest"], config_path))
+    if payload.get("kernel_owner"):
+        os.chown(config_path, *payload["kernel_owner"])
+    boot = session.execute(bootstrap_source(payload["kernel_side_digest"], config_path))
     error = cell_error(boot)
     if error:
         report["boot_error"] = f"{error[0]}: {error[1]}"[:300]

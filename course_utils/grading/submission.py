@@ -1,12 +1,17 @@
 """What the grader reads from a handed-in notebook before running it: is it a notebook, which
 chapter is it, which hints did the student print, and does its code reach for the grader."""
 import json
+import os
 import re
+import stat
 
 from course_utils.grading.session import hint_levels, output_texts
 from course_utils.notebook_setup import is_stamped_setup
 
-__all__ = ["NotANotebook", "identify_chapter", "read_notebook", "saved_hint_levels", "suspicious_code"]
+__all__ = ["MAX_NOTEBOOK_BYTES", "NotANotebook", "identify_chapter", "parse_notebook", "read_notebook",
+           "read_submission", "saved_hint_levels", "suspicious_code"]
+
+MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 
 # Code that a notebook needs only to reach into the grader or the kernel's memory. Finding it
 # proves nothing, but it is where an instructor should look.
@@ -24,8 +29,45 @@ class NotANotebook(ValueError):
     """The file is not a notebook the grader can run."""
 
 
-def read_notebook(path):
-    """The notebook at ``path`` as a dict, checked to be valid nbformat 4.
+def read_submission(path, limit=MAX_NOTEBOOK_BYTES):
+    """The bytes of a handed-in file, read without following a symbolic link and without blocking.
+
+    Raises:
+        NotANotebook: the file is a symbolic link, a folder, a FIFO or another special file, is
+            larger than ``limit`` bytes, or cannot be read (the reason is in the message).
+
+    Example:
+        >>> read_submission("submissions/alice_04.ipynb")[:1]
+        b'{'
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if os.path.islink(path):
+            raise NotANotebook(f"a symbolic link (to {os.readlink(path)}), not a file: it is not followed") from err
+        raise NotANotebook(f"cannot be read ({err.strerror})") from err
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a special file"
+            raise NotANotebook(f"{kind}, not a regular file")
+        data = os.read(fd, limit + 1)
+        while len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > limit:
+            raise NotANotebook(f"larger than {limit // (1024 * 1024)} MB")
+        return data
+    except OSError as err:
+        raise NotANotebook(f"cannot be read ({err.strerror})") from err
+    finally:
+        os.close(fd)
+
+
+def parse_notebook(data):
+    """The notebook in ``data`` (bytes or text) as a dict, checked to be valid nbformat 4.
 
     Raises:
         NotANotebook: unreadable JSON, no list of cells, or not valid nbformat (the reason is in
@@ -34,13 +76,25 @@ def read_notebook(path):
     import nbformat
 
     try:
-        with open(path, encoding="utf-8") as f:
-            nb = json.load(f)
+        nb = json.loads(data)
         if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
             raise ValueError("no list of cells")
+        if not all(isinstance(cell, dict) for cell in nb["cells"]):
+            raise ValueError("a cell that is not a JSON object")
         return nbformat.reads(json.dumps(nb), as_version=4)
     except Exception as err:
         raise NotANotebook(f"{type(err).__name__}: {err}") from err
+
+
+def read_notebook(path):
+    """The notebook at ``path`` as a dict, checked to be valid nbformat 4 (see :func:`read_submission`
+    and :func:`parse_notebook`).
+
+    Raises:
+        NotANotebook: not a regular file, too large, unreadable JSON, no list of cells, or not
+            valid nbformat (the reason is in the message).
+    """
+    return parse_notebook(read_submission(path))
 
 
 def _source(cell):

@@ -6,7 +6,7 @@ run of the grader, two at a time.
 """
 import pytest
 
-from course_utils import grade
+from course_utils.grading import cli as grade
 from notebooks import MAX, points, read_grades, submission
 
 WRONG = {
