@@ -107,10 +107,15 @@ def as_int(value):
 
 
 def as_bytes(value):
-    """A whole number of bytes from an int or a float such as ``2 * 3 / 4 * n`` (rounded); else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__index__"):
+    """A whole number of bytes from anything ``float()`` takes that is a number (an int, a float such as
+    ``2 * 3 / 4 * n``, a NumPy number or 0-d array; rounded); else None (bools and strings are not bytes)."""
+    if isinstance(value, (bool, str, bytes)):
         return None
-    return round(float(value))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return round(number) if number == number and abs(number) != float("inf") else None
 
 
 def as_shape(value):

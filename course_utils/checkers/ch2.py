@@ -1,4 +1,6 @@
 """Chapter 2 · Strategies on one machine: the exercises' graders and hints."""
+import numbers
+
 from .answers import close, grade_items, logical_cpus, quiet_tensorflow, short_error
 from .core import Exercise, Feedback, chapter
 
@@ -27,6 +29,8 @@ class BatchAndLearningRate(Exercise):
         else:
             fb.right("strategy: MirroredStrategy with 8 replicas")
         right_batch = PER_REPLICA * REPLICAS
+        if isinstance(global_batch_size, numbers.Integral) and not isinstance(global_batch_size, bool):
+            global_batch_size = int(global_batch_size)  # np.int64 too; a float such as 512.0 is not a batch size
         if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int):
             fb.wrong(f"global_batch_size should be a whole number (an int), got {global_batch_size!r}.")
         elif global_batch_size == right_batch:
@@ -35,8 +39,7 @@ class BatchAndLearningRate(Exercise):
             fb.wrong(f"global_batch_size = {PER_REPLICA} is the per-replica batch. The dataset is batched with the "
                      f"GLOBAL batch, which the strategy splits.", answer="It is per-replica x num_replicas_in_sync.")
         elif global_batch_size == PER_REPLICA // REPLICAS:
-            fb.wrong(f"global_batch_size = {global_batch_size}: you divided. Each of the {REPLICAS} replicas keeps "
-                     f"its {PER_REPLICA} examples.")
+            fb.wrong(f"global_batch_size = {global_batch_size}: you divided. Each replica keeps the per-replica batch.")
         else:
             fb.wrong(f"global_batch_size = {global_batch_size} is not what the strategy needs.",
                      answer="It is the per-replica batch times strategy.num_replicas_in_sync.")
@@ -56,8 +59,8 @@ class BatchAndLearningRate(Exercise):
             fb.wrong("learning_rate: you divided by the number of replicas; the linear scaling rule multiplies "
                      "(bigger batch, bigger steps).")
         elif close(lr, BASE_LR * right_batch, 1e-6):
-            fb.wrong(f"learning_rate: scale by how much the batch grew ({right_batch} / {PER_REPLICA}), not by the "
-                     f"global batch size itself.")
+            fb.wrong("learning_rate: scale by how much the batch grew, not by the global batch size itself.",
+                     answer=f"The batch grew {right_batch} / {PER_REPLICA} times.")
         else:
             fb.wrong(f"learning_rate = {lr:g} does not follow the linear scaling rule.",
                      answer="Scale the base rate by global batch / base batch.")

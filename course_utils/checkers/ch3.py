@@ -86,8 +86,9 @@ def grade_tf_config(tf_config, expected, task_words):
         return fb
     extra = [k for k in config if k not in ("cluster", "task") + OPTIONAL_KEYS]
     if extra:
-        fb.wrong(f"Unknown top-level key(s) {extra}: TensorFlow reads 'cluster' and 'task' from TF_CONFIG, and "
-                 f"optionally {', '.join(repr(k) for k in OPTIONAL_KEYS)}; this job needs only 'cluster' and 'task'.")
+        fb.note(f"Unknown top-level key(s) {extra}: TensorFlow ignores them; it reads 'cluster' and 'task' from "
+                f"TF_CONFIG, and optionally {', '.join(repr(k) for k in OPTIONAL_KEYS)}. This job needs only 'cluster' "
+                f"and 'task'.")
     rpc_layer = config.get("rpc_layer", "grpc")
     if rpc_layer != "grpc":
         fb.wrong(f"'rpc_layer' is {rpc_layer!r}: the servers of this job speak 'grpc' (leave the key out, or set "

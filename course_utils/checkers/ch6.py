@@ -402,10 +402,10 @@ def _grade_reference(fb, reference_step):
                  "(12 -> 8 -> 10, a batch of 16)", points=2)
         return True
     if wrong == ["b2"] and not _differs(got, _sgd_change(values, images, labels, bias_scale=1 / len(labels))):
-        fb.wrong("my_reference agrees with broken_step on b2: it shares broken_step's bug, so the check cannot see "
-                 "it. A reference must not reuse the code it checks.",
-                 answer="Write the output layer with plain ops (hidden @ w2 + b2) and let tf.GradientTape "
-                        "differentiate it; do not call output_layer.")
+        fb.wrong("my_reference agrees with broken_step where broken_step is wrong: it shares broken_step's bug, so "
+                 "the check cannot see it. A reference must not reuse the code it checks.",
+                 answer="It agrees on b2. Write the output layer with plain ops (hidden @ w2 + b2) and let "
+                        "tf.GradientTape differentiate it; do not call output_layer.")
     elif not _differs({n: got[n] - values[n] for n in got}, want):
         fb.wrong("my_reference returns the new values of the variables; check_step compares CHANGES "
                  "(new value - starting value).")
@@ -490,7 +490,8 @@ def _grade_fixed_step(fb, fixed_step):
         fb.right("fixed_step: one right SGD step of every variable, for batches of 16 and 32")
         return
     if not results[16][1] and not results[32][1]:
-        fb.wrong("fixed_step still updates b2 with its gradient divided by the batch size, as broken_step does.")
+        fb.wrong("fixed_step still makes broken_step's mistake.",
+                 answer="It updates b2 with its gradient divided by the batch size once more.")
         return
     import numpy as np
 

@@ -352,3 +352,12 @@ def test_ch2_q4_checker_batches_are_split_as_a_distributed_dataset_splits_them(c
         np.testing.assert_array_equal(batch, y[first: first + len(batch)])  # consecutive examples, in order
         first += len(batch)
     assert tuple(splits) == ch2.STEP_SPLITS and first == ch2.STEP_EXAMPLES
+
+
+def test_ch2_q1_numpy_integers_are_whole_numbers(cpus8):
+    import numpy as np
+
+    from course_utils.checkers.ch2 import _checker_strategy
+
+    assert_correct(grade(2, "q1", _checker_strategy(), np.int64(512), 0.08))
+    assert "512 / 64" not in grade(2, "q1", _checker_strategy(), 512, 5.12).message.split("The batch grew")[0]

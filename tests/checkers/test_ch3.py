@@ -141,3 +141,9 @@ def test_ch3_q5_a_folder_of_its_own_anywhere(tmp_path):
     assert_correct(grade(3, "q5", elsewhere))
     assert_correct(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
                          path.parent / f"{path.stem}_worker{task_id}" / path.name))
+
+
+def test_ch3_unknown_top_level_key_is_a_note_not_a_mistake():
+    result = grade(3, "q1", json.dumps({**ch3.MWMS, "job": "mnist"}))
+    assert_correct(result)
+    assert "✗" not in result.message and "TensorFlow ignores them" in result.message

@@ -443,3 +443,13 @@ def test_ch4_q6_graded_feedback_keeps_the_answer_back(mesh42):
 def test_ch4_q6_right_answer_prints_no_wrong_line(mesh42):
     result = grade(4, "q6", _learner())
     assert result.status == "correct" and "✗" not in result.message, str(result)
+
+
+def test_ch4_q5_numpy_floats_are_bytes():
+    import numpy as np
+
+    from course_utils.checkers.answers import as_bytes
+
+    assert as_bytes(np.float32(67108864)) == 67108864 and as_bytes(np.array(2.0)) == 2
+    assert as_bytes(True) is None and as_bytes("64") is None and as_bytes(float("nan")) is None
+    assert_correct(grade(4, "q5", {k: np.float32(v) for k, v in COSTS.items()}))

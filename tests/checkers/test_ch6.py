@@ -324,14 +324,14 @@ def test_ch6_q5_broken_variable(mesh42):
     for name in ("B2", " 'b2' ", "params['b2']", ["b2"], {"b2"}, ("b2",)):  # every way of naming it
         assert_correct(grade(6, "q5", _reference(), name, right_step))
     assert_hint(grade(6, "q5", _reference(uses_output_layer=True), "b2", right_step),
-                "shares broken_step's bug", points=2)
+                "shares broken_step's bug", "It agrees on b2", points=2)
     assert_hint(grade(6, "q5", _reference(sign=1.0), "b2", right_step), "against its gradient", points=2)
     assert_hint(grade(6, "q5", _reference(sign=1.0, rate=1.0), "b2", right_step), "returns the gradients", points=2)
     assert_hint(grade(6, "q5", lambda values, images, labels: 1 / 0, "b2", right_step),
                 "my_reference raised ZeroDivisionError", "value_of(images)", points=2)
     assert_hint(grade(6, "q5", _reference(), "w2", right_step), "'w2' changes as a right SGD step", points=3)
     assert_hint(grade(6, "q5", _reference(), ["b2", "w2"], right_step), "one variable is wrong", points=3)
-    assert_hint(grade(6, "q5", _reference(), "b2", broken_step), "still updates b2", points=3)
+    assert_hint(grade(6, "q5", _reference(), "b2", broken_step), "still makes broken_step's mistake", points=3)
     scaled_by_32 = _sgd_step(lambda d: tf.reduce_mean(d, axis=0), bias_scale=32.0)  # the notebook's batch size
     assert_hint(grade(6, "q5", _reference(), "b2", scaled_by_32), "one batch size only", "reduce_sum", points=3)
     assert_hint(grade(6, "q5", _reference(), "b2", lambda params, images, labels: params.clear()),
@@ -396,3 +396,4 @@ def test_ch6_q5_graded_feedback_keeps_the_fix_back(mesh42):
     feedback = exercises(6).q5.grade(_reference(uses_output_layer=True), "b2", scaled_by_32)
     assert "reduce_sum" in feedback.render() and "GradientTape" in feedback.render()
     assert "reduce_sum" not in feedback.render(graded=True) and "GradientTape" not in feedback.render(graded=True)
+    assert "b2" not in feedback.render(graded=True).split("broken_variable")[0]  # the reference's line names no variable
