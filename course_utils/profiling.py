@@ -272,9 +272,13 @@ def collectives_run_by(fn):
     for _ in range(TRACE_ATTEMPTS):
         function_runs, kernel_runs = _events(_trace(fn, xplane_pb2))
         owners = _owners(function_runs)
-        if all(kernel_runs[name] >= sum(function_runs[function] for function, _ in found)
-               for name, found in owners.items()):
-            break  # no collective event went missing (else take the trace again; keep the last)
+        complete = all(kernel_runs[name] >= sum(function_runs[function] for function, _ in found)
+                       for name, found in owners.items())
+        foreign = [name for name in kernel_runs if name not in owners]
+        if complete and not foreign:
+            break  # else take the trace again (keep the last): an event went missing, or a collective of
+            # earlier work, still running when the trace started, finished inside it
+
     runs = []
     for name, count in sorted(kernel_runs.items()):
         if name not in owners:

@@ -81,6 +81,23 @@ def test_a_trace_missing_a_collective_event_is_taken_again(mesh2d, monkeypatch):
     run, = collectives_run_by(lambda: tf.matmul(x, w))
     assert (len(calls), run.runs) == (2, 8)
 
+def test_a_trace_with_a_collective_of_earlier_work_is_taken_again(mesh2d, monkeypatch):
+    # A collective of earlier work that finishes after the trace started belongs to no program fn ran.
+    x, w = place(mesh2d, [8, 6], "batch", "model"), place(mesh2d, [6, 4], "model", U)
+    real_events, calls = profiling._events, []
+
+    def first_trace_has_a_stranger(spaces):
+        functions, collectives = real_events(spaces)
+        calls.append(1)
+        if len(calls) == 1:
+            collectives["tf.StatefulPartitionedCall/eager_operation/DTensorAllGatherOp_1:CollectiveReduceV2"] += 8
+        return functions, collectives
+
+    monkeypatch.setattr(profiling, "_events", first_trace_has_a_stranger)
+    run, = collectives_run_by(lambda: tf.matmul(x, w))
+    assert (len(calls), run.kind, run.runs) == (2, "all-reduce", 8)
+
+
 def test_merged_all_reduces_inside_a_tf_function(mesh2d):
     x, w = place(mesh2d, [8, 6], "batch", "model"), place(mesh2d, [6, 4], U, "model")
     dy = place(mesh2d, [8, 4], "batch", "model")
