@@ -4,8 +4,8 @@ import os
 import re
 import sys
 
-from .answers import (UNSHARDED, as_bytes, as_float, close, global_numpy, grade_items, layout_of, mesh_dims,
-                      quiet_tensorflow, short_error, specs)
+from .answers import (UNSHARDED, as_bytes, as_float, checker_mesh, close, global_numpy, grade_items, layout_of,
+                      mesh_dims, quiet_tensorflow, short_error, specs)
 from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
@@ -107,6 +107,11 @@ class ShardedDense(Exercise):
             fb.wrong(f"the kernel lives on a mesh {mesh_text(mesh_dims(layout.mesh))} without a 'model' axis; use the "
                      f"batch x model mesh.")
             return fb
+        if mesh_dims(layout.mesh) != mesh_dims(checker_mesh()):
+            fb.wrong(f"the kernel lives on a mesh {mesh_text(mesh_dims(layout.mesh))}; the exercise's mesh is "
+                     f"{mesh_text(mesh_dims(checker_mesh()))} (`mesh` in the notebook): with a 'batch' axis too, every "
+                     f"weight is replicated over 'batch' while the data is split over it.")
+            return fb
         if given == [UNSHARDED, "model"] and shape == (784, 128):
             fb.right(f"kernel {given}: each 'model' device holds all inputs and half of the 128 output units")
         elif given == ["model", UNSHARDED]:
@@ -181,6 +186,10 @@ class LayoutMapKeys(Exercise):
                 fb.points = 0
                 return fb
             given = specs(layout) if isinstance(layout, dtensor.Layout) else None
+            if given is not None and mesh_dims(layout.mesh) != mesh_dims(checker_mesh()):
+                fb.wrong(f"{path}: its layout lives on a mesh {mesh_text(mesh_dims(layout.mesh))}, not on the "
+                         f"exercise's {mesh_text(mesh_dims(checker_mesh()))} (`mesh` in the notebook).")
+                continue
             if given == right or (path == "logits.bias" and (layout is None or given == [UNSHARDED])):
                 fb.right(f"{path}: {given or 'no key matches, so replicated'}")
             else:

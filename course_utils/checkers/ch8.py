@@ -128,6 +128,13 @@ class PortLayoutMap(Exercise):
         if not keys:
             fb.wrong("The map has no keys yet: add one per weight that the tf_keras map splits.")
             return fb
+        device_mesh = getattr(layout_map, "device_mesh", None)
+        if device_mesh is not None and (tuple(device_mesh.shape), tuple(device_mesh.axis_names)) != (
+                (4, 2), ("batch", "model")):
+            fb.wrong(f"The map is built on a {' x '.join(map(str, device_mesh.shape))} mesh with axes "
+                     f"{tuple(device_mesh.axis_names)}; chapter 5's map is on a 4 x 2 mesh ('batch', 'model'): build "
+                     f"it on the notebook's device_mesh.")
+            return fb
         old_form = sorted(key for key in keys if _in_tf_keras_form(key))
         found = {rule: {} for rule in RULES}
         for rule in RULES:

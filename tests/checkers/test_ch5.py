@@ -482,3 +482,23 @@ def test_ch5_q6_checks_what_build_on_mesh_returns_before_any_step(keras2):
         return model, keras2.optimizers.Adam(Q6_RATE), lambda images, labels: 0.0
 
     assert_hint(grade(5, "q6", no_layouts), "d1.kernel, d1.bias, d2.kernel, d2.bias are not on a mesh")
+
+
+def test_ch5_q2_q3_layouts_on_another_mesh_are_refused(mesh42, keras2):
+    from tensorflow.experimental import dtensor
+
+    U = dtensor.UNSHARDED
+    cpus = [d.name for d in __import__("tensorflow").config.list_logical_devices("CPU")]
+    line = dtensor.create_mesh([("model", 2)], devices=cpus[:2])
+    keras2.utils.set_random_seed(0)
+    layer = keras2.layers.Dense(128, kernel_layout=dtensor.Layout([U, "model"], line),
+                                bias_layout=dtensor.Layout(["model"], line))
+    layer.build((None, 784))
+    assert_hint(grade(5, "q2", layer), "the exercise's mesh is batch=4 x model=2")
+    other = dtensor.create_mesh([("batch", 2), ("model", 4)], devices=cpus)
+    layout_map = keras2.dtensor.experimental.LayoutMap(mesh=other)
+    layout_map[".*hidden.*kernel"] = dtensor.Layout([U, "model"], other)
+    layout_map[".*hidden.*bias"] = dtensor.Layout(["model"], other)
+    layout_map[".*logits.*kernel"] = dtensor.Layout(["model", U], other)
+    result = grade(5, "q3", layout_map)
+    assert "not on the exercise's batch=4 x model=2" in result.message and result.points < result.max_points

@@ -459,3 +459,13 @@ def test_ch8_q4_time_limit():
     assert ch8._call_with_time_limit(release.wait, (), 0.5) == {"timeout": True}
     assert time.perf_counter() - start < 5
     release.set()
+
+
+def test_ch8_q2_a_map_on_another_mesh_is_refused():
+    from keras import distribution as kd
+
+    other = kd.DeviceMesh(shape=(2, 4), axis_names=("batch", "model"), devices=[f"cpu:{i}" for i in range(8)])
+    layout_map = kd.LayoutMap(other)
+    for key, axes in RIGHT_MAP.items():
+        layout_map[key] = axes
+    assert_hint(grade(8, "q2", layout_map), "a 2 x 4 mesh", "build it on the notebook's device_mesh")
