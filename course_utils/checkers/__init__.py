@@ -15,7 +15,8 @@ dict/list of those) prints "Not answered yet" and scores 0.
 
 The package: ``core.py`` (results, feedback, the exercise class), ``answers.py`` (reading
 answers), one module per chapter (``ch1.py`` ...) with each exercise's grader and hints side by
-side, and ``notebook_cells.py``, generated from the solution notebooks by the build (each
+side (a chapter's build-and-measure exercise, whose checker runs the learner's code, in
+``chN_build.py``), and ``notebook_cells.py``, generated from the solution notebooks by the build (each
 exercise's check call, cell and solution code). ``grading/kernel_side.py`` is the grader's side in a kernel.
 TensorFlow is imported only inside the graders that need it, so :func:`registry` is cheap.
 """

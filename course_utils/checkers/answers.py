@@ -9,7 +9,8 @@ import math
 
 from ..meshes import UNSHARDED
 
-__all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_bytes", "as_float", "as_int", "as_shape", "checker_mesh", "close",
+__all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_bytes", "as_collective", "as_float", "as_int", "as_shape",
+           "checker_mesh", "close",
            "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
            "only_ellipses", "quiet_tensorflow", "short_error", "specs"]
 
@@ -264,3 +265,39 @@ def grade_items(feedback, answer, expected, explain, normalize, what, unanswered
             why, reveal = explain(key, given, raw)
             feedback.wrong(f"{key}: {why}", answer=reveal)
     return feedback
+
+
+NO_COLLECTIVE = ("none", "no", "nothing", "no collective", "no communication", "[]", "()")
+KINDS = {"allreduce": "all-reduce", "allgather": "all-gather", "reducescatter": "reduce-scatter"}
+
+
+def as_collective(raw):
+    """'none', or (kind, mesh axis) with the kind spelled 'all-reduce', 'all-gather' or 'reduce-scatter'.
+
+    Reads what a learner writes and what ``collectives_run_by`` gives: ``None``, ``()``, ``[]`` or
+    ``"none"`` for no collective; ``("all-reduce", "model")``, ``("all-reduce", ("model",))`` (a
+    ``CollectiveRun``'s ``(kind, axes)``), a list holding one such pair, or a ``CollectiveRun``.
+    Several mesh axes stay a tuple (a wrong axis, not an unreadable answer); anything else is None.
+    """
+    if raw is None:
+        return "none"
+    if hasattr(raw, "kind") and hasattr(raw, "axes"):  # a CollectiveRun
+        raw = (raw.kind, tuple(raw.axes))
+    if isinstance(raw, str):
+        return "none" if raw.strip().lower() in NO_COLLECTIVE else None
+    if not isinstance(raw, (list, tuple)):
+        return None
+    if not raw:
+        return "none"
+    if len(raw) == 1 and not isinstance(raw[0], str):  # [("all-reduce", ("model",))], as collectives_run_by lists them
+        inner = raw[0]
+        readable = hasattr(inner, "kind") or isinstance(inner, (list, tuple)) and len(inner) == 2
+        return as_collective(inner) if readable else None
+    if len(raw) != 2 or not isinstance(raw[0], str):
+        return None
+    kind, axes = raw[0].lower().replace("_", "").replace("-", "").replace(" ", ""), raw[1]
+    axes = [axes] if isinstance(axes, str) else list(axes) if isinstance(axes, (list, tuple)) else None
+    if not axes or not all(isinstance(axis, str) for axis in axes):
+        return None
+    axes = tuple(axis.strip().strip("'\"").lower() for axis in axes)
+    return (KINDS.get(kind, kind), axes[0] if len(axes) == 1 else axes)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch2
+from course_utils.checkers import ch2, ch2_build
 from helpers import assert_correct, assert_hint, grade
 
 
@@ -320,20 +320,20 @@ def test_ch2_q4_graded_feedback_keeps_the_answer_back(cpus8):
         assert "all_reduce" in feedback.render() or "ReduceOp.SUM" in feedback.render()
         graded = feedback.render(graded=True)
         assert "get_replica_context" not in graded and "ReduceOp.SUM" not in graded, graded
-    key_line = ch2.DistributedStep.hints[2]
-    assert "get_replica_context().all_reduce" in key_line and len(ch2.DistributedStep.hints) == 3
+    key_line = ch2_build.DistributedStep.hints[2]
+    assert "get_replica_context().all_reduce" in key_line and len(ch2_build.DistributedStep.hints) == 3
 
 
 def test_ch2_q4_checker_strategy_has_its_own_collective_numbers(cpus8):
     """One strategy per process, with collective group numbers apart from a plain MirroredStrategy's (chapter 2)."""
     import tensorflow as tf
 
-    strategy = ch2._step_strategy()
-    assert strategy is ch2._step_strategy() and strategy.num_replicas_in_sync == ch2.STEP_REPLICAS
+    strategy = ch2_build._step_strategy()
+    assert strategy is ch2_build._step_strategy() and strategy.num_replicas_in_sync == ch2_build.STEP_REPLICAS
     canonical = [tf.DeviceSpec.from_string(d).to_string() for d in cpus8[:4]]
     plain = tf.distribute.MirroredStrategy(devices=cpus8[:4])  # never runs a collective
     assert strategy.extended._collective_keys.get_group_key(canonical) == \
-        ch2.STEP_KEY_BASE + plain.extended._collective_keys.get_group_key(canonical)
+        ch2_build.STEP_KEY_BASE + plain.extended._collective_keys.get_group_key(canonical)
 
 
 def test_ch2_q4_checker_batches_are_split_as_a_distributed_dataset_splits_them(cpus8):
@@ -341,9 +341,9 @@ def test_ch2_q4_checker_batches_are_split_as_a_distributed_dataset_splits_them(c
     import numpy as np
     import tensorflow as tf
 
-    strategy = ch2._step_strategy()
-    x, y, _ = ch2._step_data()
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(ch2.STEP_BATCH)
+    strategy = ch2_build._step_strategy()
+    x, y, _ = ch2_build._step_data()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(ch2_build.STEP_BATCH)
     splits, first = [], 0
     for features, labels in strategy.experimental_distribute_dataset(dataset):
         parts = strategy.experimental_local_results(labels)
@@ -351,7 +351,7 @@ def test_ch2_q4_checker_batches_are_split_as_a_distributed_dataset_splits_them(c
         batch = np.concatenate([part.numpy() for part in parts])
         np.testing.assert_array_equal(batch, y[first: first + len(batch)])  # consecutive examples, in order
         first += len(batch)
-    assert tuple(splits) == ch2.STEP_SPLITS and first == ch2.STEP_EXAMPLES
+    assert tuple(splits) == ch2_build.STEP_SPLITS and first == ch2_build.STEP_EXAMPLES
 
 
 def test_ch2_q1_numpy_integers_are_whole_numbers(cpus8):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch4, exercises
+from course_utils.checkers import ch4, ch4_build, exercises
 from course_utils.checkers.answers import global_numpy
 from helpers import assert_correct, assert_hint, grade
 
@@ -288,24 +288,24 @@ BATCH_X = lambda mesh, w, budget: ["batch", U4]
 def test_ch4_q6_cases_are_what_the_exercise_says(mesh42):
     """Each case: the budget is met by splitting w over 'model' alone; A fits whole, B and C do not; the least
     a layout within the budget sends, by the cost model, is what the run of every such layout shows."""
-    for case in ch4.BUDGET_CASES:
+    for case in ch4_build.BUDGET_CASES:
         name, dims, x_shape, w_shape, budget = case
         model, w_bytes = dict(dims)["model"], 4 * math.prod(w_shape)
         assert w_bytes // model <= budget and (w_bytes <= budget) == (name == "A"), case
-        mesh = ch4._case_mesh(dims)
-        least, cheapest = ch4.cheapest_layouts(case)
+        mesh = ch4_build._case_mesh(dims)
+        least, cheapest = ch4_build.cheapest_layouts(case)
         measured = {}
-        for x_specs in ch4.X_CHOICES:
-            for w_specs in ch4.W_CHOICES:
+        for x_specs in ch4_build.X_CHOICES:
+            for w_specs in ch4_build.W_CHOICES:
                 sizes = zip(x_shape + w_shape, x_specs + w_specs)
                 if all(size % model == 0 for size, spec in sizes if spec == "model"):
-                    run = ch4._measure(case, mesh, x_specs, w_specs)
+                    run = ch4_build._measure(case, mesh, x_specs, w_specs)
                     if run["held"] <= budget:
                         measured[(tuple(x_specs), tuple(w_specs))] = run["sent"]
         assert min(measured.values()) == least, (case, measured)
         assert sorted((tuple(x), tuple(w)) for x, w in cheapest) == sorted(k for k, v in measured.items() if v == least)
-    assert ch4.cheapest_layouts(ch4.BUDGET_CASES[0])[0] == 0 == ch4.cheapest_layouts(ch4.BUDGET_CASES[1])[0]
-    assert ch4.cheapest_layouts(ch4.BUDGET_CASES[2]) == (120, [(["batch", U4], ["model", U4]),
+    assert ch4_build.cheapest_layouts(ch4_build.BUDGET_CASES[0])[0] == 0 == ch4_build.cheapest_layouts(ch4_build.BUDGET_CASES[1])[0]
+    assert ch4_build.cheapest_layouts(ch4_build.BUDGET_CASES[2]) == (120, [(["batch", U4], ["model", U4]),
                                                              (["batch", "model"], ["model", U4])])
 
 

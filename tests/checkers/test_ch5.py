@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch5, exercises
+from course_utils.checkers import ch5, ch5_build, exercises
 from helpers import assert_correct, assert_hint, grade
 
 
@@ -355,8 +355,8 @@ def q6_results():
     folder = str(Path(__file__).parent)
     runs = {}
     for combining, names in (("0", [*Q6_RIGHT, *Q6_WRONG]), (None, ["least sharded that fits, kernel_layout"])):
-        env = {key: value for key, value in os.environ.items() if key != ch5.COMBINING}
-        env.update({"TF_CPP_MIN_LOG_LEVEL": "3"}, **({} if combining is None else {ch5.COMBINING: combining}))
+        env = {key: value for key, value in os.environ.items() if key != ch5_build.COMBINING}
+        env.update({"TF_CPP_MIN_LOG_LEVEL": "3"}, **({} if combining is None else {ch5_build.COMBINING: combining}))
         script = Q6_CHILD.format(folder=folder, names=names)
         runs[combining] = subprocess.Popen([sys.executable, "-c", script], env=env, text=True,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -426,17 +426,17 @@ def test_ch5_q6_other_answers_are_told_what_to_give():
 
 def test_ch5_q6_reference_is_one_adam_step_of_the_mean_loss():
     """The checker's reference, against a finite difference and tf_keras' Adam formula at step 1."""
-    weights, ((images, labels), _) = ch5.build_case(ch5.BUILD_CASES[0])
-    per_example, gradients = ch5.mlp_reference(weights, images, labels)
+    weights, ((images, labels), _) = ch5_build.build_case(ch5_build.BUILD_CASES[0])
+    per_example, gradients = ch5_build.mlp_reference(weights, images, labels)
     nudged = {name: value.astype("float64") for name, value in weights.items()}
     nudged["d2.bias"] = nudged["d2.bias"].copy()
     nudged["d2.bias"][3] += 1e-6
-    slope = (ch5.mlp_reference(nudged, images, labels)[0].mean() - per_example.mean()) / 1e-6
+    slope = (ch5_build.mlp_reference(nudged, images, labels)[0].mean() - per_example.mean()) / 1e-6
     assert slope == pytest.approx(gradients["d2.bias"][3], rel=1e-4)
-    after = ch5.adam_first_step({n: v.astype("float64") for n, v in weights.items()}, gradients)
+    after = ch5_build.adam_first_step({n: v.astype("float64") for n, v in weights.items()}, gradients)
     change = after["d1.kernel"][0] - weights["d1.kernel"]
     big = np.abs(gradients["d1.kernel"]) > 1e-3  # Adam's first step moves each weight by about the rate, against g
-    assert np.allclose(change[big], -ch5.BUILD_RATE * np.sign(gradients["d1.kernel"][big]), rtol=1e-2)
+    assert np.allclose(change[big], -ch5_build.BUILD_RATE * np.sign(gradients["d1.kernel"][big]), rtol=1e-2)
 
 
 def test_ch5_q6_cases_separate_the_placements():
@@ -449,8 +449,8 @@ def test_ch5_q6_cases_separate_the_placements():
             return self.sizes[axis]
 
     over = {}
-    for case in ch5.BUILD_CASES:
-        weights, _ = ch5.build_case(case)
+    for case in ch5_build.BUILD_CASES:
+        weights, _ = ch5_build.build_case(case)
         mesh, budget = Mesh(*case["mesh"]), case["budget"]
         held = {name: q6_bytes(weights, spec_list, mesh) for name, spec_list in Q6_PLACEMENTS.items()}
         over[case["mesh"]] = sorted(name for name, size in held.items() if size > budget)

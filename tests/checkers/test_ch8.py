@@ -333,7 +333,7 @@ def _grade_q4_cases(out_path):
 
     from keras import distribution as kd
 
-    from course_utils.checkers import ch8
+    from course_utils.checkers import ch8_build
 
     lookup = inspect.getsource(kd.LayoutMap.__getitem__)  # the rule this Keras matches keys with, read as chapter 8 does
     rule = next(name for name in ("fullmatch", "search") if f"re.{name}(" in lookup)
@@ -341,7 +341,7 @@ def _grade_q4_cases(out_path):
     cases = {**RIGHT_Q4, **{name: case[0] for name, case in WRONG_Q4.items()}, "not a function": "train_one_step"}
     for name, function in cases.items():
         start = time.perf_counter()
-        ch8.BUDGET_SECONDS = 2 if name == "a step that never finishes" else 60
+        ch8_build.BUDGET_SECONDS = 2 if name == "a step that never finishes" else 60
         feedback = exercises(8).q4.grade(function)  # once: the self-study and the graded text of the same check
         seconds = time.perf_counter() - start
         points = max(0, min(feedback.points, 5))
@@ -419,20 +419,20 @@ def test_ch8_q4_reference_is_the_keras_loss():
     """The checker's NumPy step: the loss and gradients of its own model, checked by finite differences."""
     import numpy as np
 
-    from course_utils.checkers import ch8
+    from course_utils.checkers import ch8_build
 
-    values, images, labels = ch8._budget_case()
+    values, images, labels = ch8_build._budget_case()
     values = {path: value.astype("float64") for path, value in values.items()}
-    loss, gradients = ch8._numpy_step(values, images, labels)
+    loss, gradients = ch8_build._numpy_step(values, images, labels)
     assert 1.5 < loss < 4.0 and set(gradients) == set(values)
     rng = np.random.default_rng(0)
     for path in values:
         index = tuple(rng.integers(0, n) for n in values[path].shape)
         nudged = {p: v.copy() for p, v in values.items()}
         nudged[path][index] += 1e-6
-        assert abs((ch8._numpy_step(nudged, images, labels)[0] - loss) / 1e-6 - gradients[path][index]) < 1e-4, path
+        assert abs((ch8_build._numpy_step(nudged, images, labels)[0] - loss) / 1e-6 - gradients[path][index]) < 1e-4, path
     whole = sum(value.nbytes // 2 for value in values.values())  # float32 bytes
-    assert whole == 66_216 and whole > ch8.BUDGET_BYTES
+    assert whole == 66_216 and whole > ch8_build.BUDGET_BYTES
 
 
 def test_ch8_q4_the_untouched_function_is_unanswered():
@@ -450,13 +450,13 @@ def test_ch8_q4_time_limit():
     import threading
     import time
 
-    from course_utils.checkers import ch8
+    from course_utils.checkers import ch8_build
 
-    assert ch8._call_with_time_limit(lambda a, b: a + b, (1, 2), 5) == {"value": 3}
-    assert isinstance(ch8._call_with_time_limit(lambda: 1 / 0, (), 5)["error"], ZeroDivisionError)
+    assert ch8_build._call_with_time_limit(lambda a, b: a + b, (1, 2), 5) == {"value": 3}
+    assert isinstance(ch8_build._call_with_time_limit(lambda: 1 / 0, (), 5)["error"], ZeroDivisionError)
     release = threading.Event()
     start = time.perf_counter()
-    assert ch8._call_with_time_limit(release.wait, (), 0.5) == {"timeout": True}
+    assert ch8_build._call_with_time_limit(release.wait, (), 0.5) == {"timeout": True}
     assert time.perf_counter() - start < 5
     release.set()
 

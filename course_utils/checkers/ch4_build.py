@@ -1,0 +1,382 @@
+"""Chapter 4 · the build-and-measure exercise: a product built to a memory budget (exercise 6)."""
+import math
+
+from .answers import (UNSHARDED, as_collective, global_numpy, layout_of, logical_cpus, mesh_dims, quiet_tensorflow,
+                      short_error, specs)
+from ..costs import matmul_cost
+from ..meshes import mesh_text
+from .core import Exercise, Feedback
+
+
+BUDGET_CASES = (  # (name, mesh axes, x's shape, w's shape, budget: the bytes of w one device may hold)
+    ("A", (("batch", 2), ("model", 4)), (6, 8), (8, 6), 200),     # w (192 B) fits whole; 'model' does not divide 6
+    ("B", (("batch", 4), ("model", 2)), (4, 6), (6, 10), 120),    # w (240 B) must be split; 'model' divides both axes
+    ("C", (("batch", 2), ("model", 4)), (4, 12), (12, 10), 160),  # w (480 B) must be split; 'model' does not divide 10
+)
+X_CHOICES = (["batch", UNSHARDED], ["batch", "model"])  # x's examples stay over 'batch'
+W_CHOICES = ([UNSHARDED, UNSHARDED], [UNSHARDED, "model"], ["model", UNSHARDED])
+RESULT_KEYS = ("y", "x_layout", "w_layout", "collective")
+_MEASURED = {}  # (case, x specs, w specs) -> what the checker's own run of that product showed
+_PRODUCT = []  # the checker's tf.function product, made on first use
+
+
+def _case_text(case):
+    name, dims, x_shape, w_shape, budget = case
+    return (f"case {name} (mesh {mesh_text(dims)}, x {x_shape}, w {w_shape} = {4 * math.prod(w_shape)} B, "
+            f"budget {budget} B)")
+
+
+def _specs_text(layout_specs):
+    return "[" + ", ".join("U" if s == UNSHARDED else repr(s) for s in layout_specs) + "]"
+
+
+def _runs_text(pairs):
+    return " and ".join(f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} over {', '.join(repr(a) for a in axes)}"
+                        for kind, axes in pairs) or "no collective"
+
+
+def cheapest_layouts(case):
+    """The fewest bytes one device sends in the forward product among the layouts that fit the case's budget,
+    and the layouts ``[(x specs, w specs), ...]`` that send that few.
+
+    The layouts tried keep x's examples over 'batch' and replicate w or split it over 'model'; the bytes are
+    the cost model's (``matmul_cost``) for what DTensor runs on CPU, which the tests compare with the run.
+    """
+    _, dims, x_shape, w_shape, budget = case
+    priced = []
+    for x_specs in X_CHOICES:
+        for w_specs in W_CHOICES:
+            try:
+                cost = matmul_cost(x_shape, x_specs, w_shape, w_specs, list(dims))
+            except ValueError:  # a mesh axis that does not divide the axis it would split
+                continue
+            if cost.bytes_held["w"] <= budget:
+                priced.append((sum(c.bytes_sent_on_cpu for c in cost.collectives), x_specs, w_specs))
+    least = min(sent for sent, _, _ in priced)
+    return least, [(x, w) for sent, x, w in priced if sent == least]
+
+
+def _case_mesh(dims):
+    from tensorflow.experimental import dtensor
+
+    cpus = logical_cpus()
+    size = math.prod(n for _, n in dims)
+    if len(cpus) < size:
+        raise RuntimeError(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the "
+                           f"notebook's first cell (configure_virtual_cpus(8)) in a fresh kernel.")
+    return dtensor.create_mesh(list(dims), devices=cpus[:size])
+
+
+def _case_data(case):
+    import numpy as np
+
+    name, _, x_shape, w_shape, _ = case
+    rng = np.random.default_rng(ord(name))
+    return rng.standard_normal(x_shape).astype("float32"), rng.standard_normal(w_shape).astype("float32")
+
+
+def _product():
+    import tensorflow as tf
+
+    if not _PRODUCT:
+        _PRODUCT.append(tf.function(tf.matmul))
+    return _PRODUCT[0]
+
+
+def _measure(case, mesh, x_specs, w_specs):
+    """What the checker's own run of x @ w (in a tf.function) shows for these layouts, measured once per case.
+
+    Returns a dict: ``held`` (the most bytes of w one device holds, ``bytes_per_device``), ``y_specs`` and
+    ``block`` (y's layout and one device's block shape) and ``runs`` (sorted (kind, axes) of
+    ``collectives_run_by``) with ``sent``, the bytes each device sends by the ring formula.
+    """
+    key = (case[0], tuple(x_specs), tuple(w_specs))
+    if key not in _MEASURED:
+        from tensorflow.experimental import dtensor
+
+        from ..memory import bytes_per_device
+        from ..packing import pack_batch
+        from ..profiling import collectives_run_by
+
+        x, w = _case_data(case)
+        x_on = pack_batch(x, dtensor.Layout(list(x_specs), mesh))
+        w_on = pack_batch(w, dtensor.Layout(list(w_specs), mesh))
+        product = _product()
+        y = product(x_on, w_on)
+        runs = collectives_run_by(lambda: product(x_on, w_on))
+        _MEASURED[key] = {
+            "held": max(bytes_per_device(w_on).values()),
+            "y_specs": specs(dtensor.fetch_layout(y)),
+            "block": tuple(dtensor.unpack(y)[0].shape),
+            "runs": tuple(sorted((run.kind, tuple(run.axes)) for run in runs)),
+            "sent": sum(run.bytes_sent_per_device for run in runs),
+        }
+    return _MEASURED[key]
+
+
+def _predicted(raw):
+    """A prediction as a sorted tuple of (kind, mesh axes) pairs, () for no collective; None when unreadable.
+
+    Reads what :func:`as_collective` reads ('none', None, (), [], ('all-reduce', 'model'),
+    ('all-reduce', ('model',)), [('all-reduce', 'model')]) and lists (or sets) of several pairs.
+    """
+    if isinstance(raw, (set, frozenset)):
+        raw = sorted(raw, key=repr)
+    if raw is None or isinstance(raw, str) or not isinstance(raw, (list, tuple)) or not raw or isinstance(raw[0], str):
+        one = as_collective(raw)
+        if one is None or one == "none":
+            return None if one is None else ()
+        items = [one]
+    else:
+        items = [as_collective(item) for item in raw]
+        if any(item is None or item == "none" for item in items):
+            return None
+    return tuple(sorted((kind, (axes,) if isinstance(axes, str) else tuple(axes)) for kind, axes in items))
+
+
+def _is_measurement(raw):
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    return any(hasattr(item, "kind") and hasattr(item, "group_size") for item in items)
+
+
+def _as_layout(raw, mesh, name):
+    """A dtensor.Layout on ``mesh`` from a Layout, a list of sharding specs or a placed DTensor; ValueError if not."""
+    from tensorflow.experimental import dtensor
+
+    layout = raw if isinstance(raw, dtensor.Layout) else layout_of(raw) if hasattr(raw, "dtype") else None
+    if layout is None and isinstance(raw, (list, tuple)) and raw and all(isinstance(s, str) for s in raw):
+        layout = dtensor.Layout(list(raw), mesh)
+    if layout is None:
+        raise ValueError(f"{name} should be a dtensor.Layout (or its list of sharding specs), not "
+                         f"{type(raw).__name__} {raw!r:.60}.")
+    if len(specs(layout)) != 2:
+        raise ValueError(f"{name} {specs(layout)} has {len(specs(layout))} sharding spec(s); a matrix has 2 axes.")
+    if layout.mesh != mesh:
+        raise ValueError(f"{name} lives on a mesh {mesh_text(mesh_dims(layout.mesh))}, not on the mesh the checker "
+                         f"passed ({mesh_text(mesh_dims(mesh))}): build the layouts on the function's mesh argument.")
+    return layout
+
+
+def _run_case(sharded_product, case):
+    """Call the learner's function on one case and judge what it returned; a dict of findings."""
+    from ..packing import check_fits
+
+    _, dims, x_shape, w_shape, budget = case
+    found = {"case": case}
+    mesh = _case_mesh(dims)
+    x, w = _case_data(case)
+    try:
+        out = sharded_product(mesh, x.copy(), w.copy(), budget)
+    except Exception as err:
+        raised = short_error(err, limit=260).split(" Input tensor is:")[0]  # not the DTensor's dump
+        found["error"] = f"your function raised {raised}{'' if raised.endswith('.') else '.'}"
+        text = str(err).lower()
+        if "divid" in text and "'batch'" in text and "'model'" not in text:
+            found["error"] += (f" The mesh the checker passes has 'batch' of size {dict(dims)['batch']}, which "
+                               f"divides x's {x_shape[0]} examples: are your layouts on that mesh?")
+        elif "divid" in text:
+            model = dict(dims)["model"]
+            undivided = [f"{what}'s {shape[axis]} {axis_name}" for what, shape, axis, axis_name in
+                         (("x", x_shape, 1, "columns"), ("w", w_shape, 0, "rows"), ("w", w_shape, 1, "columns"))
+                         if shape[axis] % model]
+            here = f": here 'model' (size {model}) does not divide {' or '.join(undivided)}" if undivided else ""
+            found["error"] += (f" A sharded axis must be divisible by the size of its mesh axis, on the mesh the "
+                               f"checker passes{here}. Look at the sizes before you choose which axis to split.")
+        elif "non-replicated" in text:
+            found["error"] += (" Only a replicated DTensor has one value that .numpy() can return: return the "
+                               "DTensor y itself (the checker gathers its global value).")
+        return found
+    if isinstance(out, dict) and all(key in out for key in RESULT_KEYS):
+        out = [out[key] for key in RESULT_KEYS]
+    if not isinstance(out, (list, tuple)) or len(out) != 4:
+        found["error"] = (f"your function returned {type(out).__name__} {out!r:.80}; return four values: "
+                          f"y, x_layout, w_layout, collective.")
+        return found
+    y, x_raw, w_raw, found["prediction"] = out
+    try:
+        x_layout, w_layout = _as_layout(x_raw, mesh, "x_layout"), _as_layout(w_raw, mesh, "w_layout")
+        check_fits(x_shape, x_layout)
+        check_fits(w_shape, w_layout)
+    except ValueError as err:
+        found["error"] = str(err)
+        return found
+    x_specs, w_specs = specs(x_layout), specs(w_layout)
+    try:
+        run = _measure(case, mesh, x_specs, w_specs)
+    except Exception as err:
+        found["error"] = f"x {_specs_text(x_specs)} @ w {_specs_text(w_specs)} fails on the mesh: {short_error(err)}"
+        return found
+    found.update(x_specs=x_specs, w_specs=w_specs, run=run)
+    found["value"] = _judge_y(y, mesh, run, x.astype("float64") @ w.astype("float64"))
+    return found
+
+
+def _judge_y(y, mesh, run, want):
+    """None when y is the DTensor of x @ w that the returned layouts give (or its replicated copy), else why not."""
+    import numpy as np
+
+    layout = layout_of(y) if hasattr(y, "dtype") else None
+    if layout is None:
+        if isinstance(y, (list, tuple)) and y and all(hasattr(piece, "shape") for piece in y):
+            return (f"y is a list of {len(y)} per-device blocks; return the DTensor the product gave (the checker "
+                    f"gathers its global value itself).")
+        try:
+            value = global_numpy(y)
+        except Exception:
+            return f"y should be the DTensor your product returned, not {type(y).__name__}."
+        if tuple(value.shape) == run["block"] and run["block"] != want.shape:
+            return (f"y has shape {tuple(value.shape)}: one device's block of x @ w {want.shape}, not the whole "
+                    f"product. A sharded result is whole on no single device; return the DTensor y and let the "
+                    f"checker gather it.")
+        return ("y is a host value, not the DTensor your product returned on the mesh: return y itself "
+                "(the checker gathers its global value).")
+    if layout.mesh != mesh:
+        return f"y lives on a mesh {mesh_text(mesh_dims(layout.mesh))}, not on the mesh the checker passed."
+    if specs(layout) != run["y_specs"] and not layout.is_fully_replicated():
+        return (f"y's layout {_specs_text(specs(layout))} is not the layout x_layout @ w_layout gives "
+                f"({_specs_text(run['y_specs'])}): return the layouts you placed x and w with.")
+    value = global_numpy(y)
+    if value.shape != want.shape:
+        return f"y has shape {value.shape}; x @ w has shape {want.shape}."
+    if not np.allclose(value, want, rtol=1e-4, atol=1e-4):
+        return (f"y's global value differs from x @ w (by up to {np.max(np.abs(value - want)):.3g}): check how x and w "
+                f"were placed (dtensor.pack wants one block per device, in the mesh's device order).")
+    return None
+
+
+def _prediction_hint(found):
+    """(what is wrong, the answer) about a prediction that differs from the run, or None when it agrees."""
+    raw, run = found["prediction"], found["run"]
+    case, ran = _case_text(found["case"]), run["runs"]
+    product = f"x {_specs_text(found['x_specs'])} @ w {_specs_text(found['w_specs'])}"
+    reveal = f"It ran {_runs_text(ran)}."
+    if _is_measurement(raw):
+        return (f"{case}: collective holds what collectives_run_by measured. Your function should predict it from "
+                f"the two layouts, before anything runs: the checker does the measuring.", "")
+    given = _predicted(raw)
+    if given is None:
+        return (f"{case}: give the prediction as 'none' (or None) or a pair such as ('all-reduce', 'batch') (a list "
+                f"of pairs for several), got {raw!r:.60}.", "")
+    if given == ran:
+        return None
+    if not ran:
+        return (f"{case}: you predicted {_runs_text(given)} for {product}: does any device hold only part of the "
+                f"contracted axis?", reveal)
+    if not given:
+        return (f"{case}: you predicted no collective, but in {product} some device holds only part of the "
+                f"contracted axis, so it cannot finish alone.", reveal)
+    if len(given) == 1 and len(ran) == 1 and given[0][1] != ran[0][1]:
+        return (f"{case}: you predicted {_runs_text(given)} for {product}: which mesh axis splits the contracted "
+                f"axis?", reveal)
+    if len(given) == 1 and len(ran) == 1:
+        one_operand = (found["x_specs"][1] == "model") != (found["w_specs"][0] == "model")
+        why = (" Here only one operand splits the contracted axis: DTensor moves no data it can avoid moving, and "
+               "cutting the matching part of the whole operand on each device costs nothing."
+               if one_operand and given[0][0] == "all-gather" else "")
+        return (f"{case}: you predicted {_runs_text(given)} for {product}: the right mesh axis, another collective. "
+                f"An all-reduce adds partial sums; an all-gather makes a split operand whole before a local "
+                f"product.{why}", reveal)
+    return f"{case}: you predicted {_runs_text(given)} for {product}; the run differs.", reveal
+
+
+def _communication_hint(found):
+    """(what is wrong, the answer) when the product sends more than a layout within the budget needs."""
+    least, cheapest = cheapest_layouts(found["case"])
+    run, x_specs, w_specs = found["run"], found["x_specs"], found["w_specs"]
+    if run["sent"] <= least * (1 + 1e-9):
+        return None
+    if x_specs[1] == "model" and w_specs[1] == "model":
+        why = ("x's features are split over 'model', but w, split on its units, needs them whole: they are "
+               "gathered first.")
+    elif "model" in (x_specs[1], w_specs[0]):
+        why = ("the contracted axis (the features) is split over 'model', so each device holds partial sums to "
+               "add.")
+    elif "batch" in w_specs:
+        why = "w is split over 'batch', which already splits x's examples: w's pieces must travel between devices."
+    else:
+        why = "it sends more than the budget requires."
+    need = ("a layout within the budget needs no collective at all (see the chapter's cases 1 and 2)" if not least
+            else f"a layout within the budget sends {least:g} B")
+    answer = "Here: " + " or ".join(f"x {_specs_text(x)} @ w {_specs_text(w)}" for x, w in cheapest) + "."
+    return (f"{_case_text(found['case'])}: x {_specs_text(x_specs)} @ w {_specs_text(w_specs)} ran "
+            f"{_runs_text(run['runs'])} ({run['sent']:g} B sent per device): {why} But {need}.", answer)
+
+
+class BudgetProduct(Exercise):
+    title = "Build a product to a memory budget"
+    points = 4
+    hints = (
+        "Three choices, each from a section of the chapter: what one device holds of w under a layout (its bytes "
+        "divided by the size of each mesh axis that splits it), which splits the sizes allow (a mesh axis must "
+        "divide the axis it splits), and what the product must exchange (is the contracted axis split?). Measure "
+        "your function on the examples with bytes_per_device and collectives_run_by before you check it.",
+        "Try w's layouts from the one that sends least to the one that sends most, and take the first that fits "
+        "the budget and that 'model' divides: w replicated (no collective); w split on its units (columns) over "
+        "'model' (no collective, 1/m of w per device); w split on its features (rows, the contracted axis) over "
+        "'model' (1/m of w; partial sums to add). Keep x's examples over 'batch'; predict from the layout you chose.",
+        "When only w's rows can be split, w_specs = ['model', U] and the prediction is ('all-reduce', 'model'): "
+        "each device multiplies its features of x (already split, x_specs = ['batch', 'model'], or cut for free "
+        "from a whole x) by its rows of w, and the partial sums are added over 'model'. Nothing is gathered.",
+    )
+
+    def grade(self, sharded_product):
+        fb = Feedback()
+        if not callable(sharded_product):
+            fb.wrong(f"sharded_product should be a function (mesh, x, w, budget) -> (y, x_layout, w_layout, "
+                     f"collective), not a {type(sharded_product).__name__}.")
+            return fb
+        with quiet_tensorflow():
+            cases = [_run_case(sharded_product, case) for case in BUDGET_CASES]
+        for found in cases:
+            if "error" in found:
+                fb.wrong(f"{_case_text(found['case'])}: {found['error']}")
+        ran = [found for found in cases if "run" in found]
+        every = len(ran) == len(cases)
+        names = ", ".join(found["case"][0] for found in ran)
+        if not ran:
+            return fb
+
+        wrong_values = [found for found in ran if found["value"]]
+        for found in wrong_values:
+            fb.wrong(f"{_case_text(found['case'])}: {found['value']}")
+        if not wrong_values:
+            fb.right(f"y: the DTensor of x @ w, equal to NumPy's, in case{'s' if len(ran) > 1 else ''} {names}")
+
+        over = []
+        for found in ran:
+            x_specs, w_specs, held, budget = found["x_specs"], found["w_specs"], found["run"]["held"], found["case"][4]
+            if x_specs[0] != "batch":
+                over.append(found)
+                fb.wrong(f"{_case_text(found['case'])}: x {_specs_text(x_specs)}: x is a batch of examples; keep "
+                         f"its examples (axis 0) split over 'batch'.")
+            elif held > budget:
+                over.append(found)
+                fb.wrong(f"{_case_text(found['case'])}: w {_specs_text(w_specs)} puts {held} B of w on a device "
+                         f"(bytes_per_device), over the budget. Each mesh axis that splits an axis of w divides "
+                         f"what one device holds.",
+                         answer="Split w over 'model', on an axis that 'model' divides.")
+        if every and not over:
+            held = ", ".join(f"{found['run']['held']} B" for found in ran)
+            fb.right(f"memory: x's examples over 'batch', and w within the budget in every case (bytes_per_device: "
+                     f"{held} of w on a device)")
+
+        too_much = [(found, hint) for found in ran if found not in over
+                    for hint in [_communication_hint(found)] if hint]
+        for found, (text, answer) in too_much:
+            fb.wrong(text, answer=answer)
+        if every and not over and not too_much:
+            fb.right("communication: each product sends as little as a layout within the budget can ("
+                     + ", ".join(f"{found['case'][0]}: {found['run']['sent']:g} B" for found in ran) + ")")
+        elif over and not too_much:
+            fb.wrong("communication: judged only where x's examples are over 'batch' and w is within the budget; "
+                     "fix those first.")
+
+        wrong_predictions = [(found, hint) for found in ran for hint in [_prediction_hint(found)] if hint]
+        for found, (text, answer) in wrong_predictions:
+            fb.wrong(text, answer=answer)
+        if every and not wrong_predictions:
+            fb.right("prediction: what each product ran (collectives_run_by): "
+                     + "; ".join(f"{found['case'][0]}: {_runs_text(found['run']['runs'])}" for found in ran))
+        elif not wrong_predictions:
+            fb.wrong("prediction: right in the cases that ran; it counts once your function runs in every case.")
+        return fb

@@ -1,0 +1,414 @@
+"""Chapter 5 · the build-and-measure exercise: a model built on a mesh within a memory budget (exercise 6)."""
+import math
+import os
+import re
+
+from .answers import (UNSHARDED, as_float, close, global_numpy, layout_of, mesh_dims, quiet_tensorflow, short_error,
+                      specs)
+from ..meshes import mesh_text
+from .core import Exercise, Feedback
+
+
+BUILD_RATE = 1e-3  # the exercise's LEARNING_RATE
+ADAM_BETAS, ADAM_EPSILON = (0.9, 0.999), 1e-7  # tf_keras' Adam defaults
+BUILD_NAMES = ("d1.kernel", "d1.bias", "d2.kernel", "d2.bias")
+BUILD_CASES = (  # the mesh (batch, model), the hidden width, the global batch, the budget per device, a seed
+    {"mesh": (4, 2), "hidden": 128, "batch": 32, "budget": 400 * 2**10, "seed": 11},
+    {"mesh": (2, 4), "hidden": 256, "batch": 16, "budget": 2**20, "seed": 12},
+)
+COMBINING = "DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION"
+REDUCTIONS = ("all-reduce", "merged all-reduce", "reduce-scatter")
+PLAIN_OPTIMIZER = ("the optimizer is not on a mesh: in a DTensor program its two slots per weight and its step "
+                   "counter must live on the mesh too, in the weights' layouts (the chapter's DTensor optimizers).")
+DTENSOR_ADAM = "Use tf.keras.dtensor.experimental.optimizers.Adam(LEARNING_RATE, mesh=mesh)."
+_BUILD_MESHES = {}
+
+
+class _Stop(Exception):
+    """A case cannot go on: the message says why, ``answer`` what gives the fix away."""
+
+    def __init__(self, message, answer=""):
+        super().__init__(message)
+        self.message, self.answer = message, answer
+
+
+def _build_mesh(shape):
+    from tensorflow.experimental import dtensor
+
+    from .answers import logical_cpus
+
+    cpus = logical_cpus()
+    size = shape[0] * shape[1]
+    if len(cpus) < size:
+        raise _Stop(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the notebook's "
+                    f"first cell (configure_virtual_cpus(8)) before anything else.")
+    key = (tuple(cpus[:size]), shape)
+    if key not in _BUILD_MESHES:
+        _BUILD_MESHES[key] = dtensor.create_mesh([("batch", shape[0]), ("model", shape[1])], devices=cpus[:size])
+    return _BUILD_MESHES[key]
+
+
+def build_case(case):
+    """The starting weights (NumPy), two batches and the budget of one of the checker's cases."""
+    import numpy as np
+
+    rng = np.random.default_rng(case["seed"])
+    hidden = case["hidden"]
+    weights = {"d1.kernel": rng.normal(0, 0.05, (784, hidden)), "d1.bias": rng.normal(0, 0.05, hidden),
+               "d2.kernel": rng.normal(0, 0.1, (hidden, 10)), "d2.bias": rng.normal(0, 0.1, 10)}
+    weights = {name: value.astype("float32") for name, value in weights.items()}
+    batches = [(rng.random((case["batch"], 28, 28, 1), dtype="float32"),
+                rng.integers(0, 10, case["batch"]).astype("int64")) for _ in range(2)]
+    return weights, batches
+
+
+def mlp_reference(weights, images, labels):
+    """One device, float64: the per-example losses and each weight's gradient of their mean."""
+    import numpy as np
+
+    w = {name: value.astype("float64") for name, value in weights.items()}
+    x = images.reshape(len(images), -1).astype("float64")
+    pre = x @ w["d1.kernel"] + w["d1.bias"]
+    hidden = np.maximum(pre, 0)
+    logits = hidden @ w["d2.kernel"] + w["d2.bias"]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    rows = np.arange(len(labels))
+    d_logits = np.exp(log_p)
+    d_logits[rows, labels] -= 1
+    d_logits /= len(labels)
+    d_pre = (d_logits @ w["d2.kernel"].T) * (pre > 0)
+    gradients = {"d1.kernel": x.T @ d_pre, "d1.bias": d_pre.sum(axis=0),
+                 "d2.kernel": hidden.T @ d_logits, "d2.bias": d_logits.sum(axis=0)}
+    return -log_p[rows, labels], gradients
+
+
+def adam_first_step(weights, gradients, rate=BUILD_RATE):
+    """{name: (weight, m, v)} after tf_keras' Adam's first step from zero slots."""
+    import numpy as np
+
+    beta_1, beta_2 = ADAM_BETAS
+    alpha = rate * math.sqrt(1 - beta_2) / (1 - beta_1)
+    after = {}
+    for name, g in gradients.items():
+        m, v = (1 - beta_1) * g, (1 - beta_2) * g * g
+        after[name] = (weights[name] - alpha * m / (np.sqrt(v) + ADAM_EPSILON), m, v)
+    return after
+
+
+def _specs_text(spec_list):
+    return "[" + ", ".join("U" if s == UNSHARDED else repr(s) for s in spec_list) + "]"
+
+
+def _mesh_text(case):
+    return mesh_text(list(zip(("batch", "model"), case["mesh"])))
+
+
+def _case_text(case):
+    return f"{_mesh_text(case)}, width {case['hidden']}, budget {case['budget']:,} B"
+
+
+def _why_it_raised(err, case, stage):
+    """An aimed hint for an exception from the learner's code: (message, answer)."""
+    message = short_error(err)
+    where = _mesh_text(case)
+    if "global seed" in message:
+        return (f"{stage} raised {message} DTensor layers refuse to initialise without a global seed (exercise 1), "
+                f"even when their values are replaced afterwards.",
+                "Call tf.keras.utils.set_random_seed(0) before building the layers.")
+    if "divisible" in message or "does not divide" in message:
+        sizes = (re.search(r"dimension size=(\d+).*dimension=(\d+)", message)
+                 or re.search(r"has size (\d+), which mesh dimension '\w+' \(size (\d+)\)", message))
+        what = f"an axis of size {sizes[1]} cannot be split into {sizes[2]} equal blocks" if sizes else \
+            "a sharded axis does not divide evenly"
+        return (f"{stage} failed: {what} ({type(err).__name__} from DTensor). A layout splits a sharded axis into "
+                f"equal blocks, one per device of its mesh axis, so the axis's size must divide by that mesh axis's "
+                f"size. Choose the layouts from the mesh you are given: here 'batch' has {case['mesh'][0]} devices "
+                f"and 'model' {case['mesh'][1]}, and d2 has 10 outputs.",
+                "Leave d2's outputs (d2.kernel's columns, d2.bias) unsharded.")
+    if "same mesh" in message or "mesh propagation" in message:
+        return (f"{stage} raised {message} Two meshes met in one step: build the model, the optimizer and the "
+                f"batch on the mesh passed to build_on_mesh ({where} here), not on the notebook's `mesh`.", "")
+    if "rank" in message:
+        return (f"{stage} raised {message} Images have rank 4 and labels rank 1: each needs a batch-sharded layout "
+                f"of its own rank (exercise 4).", "")
+    return (f"{stage} raised {message} The checker calls build_on_mesh(mesh, weights, budget) with a mesh {where}, "
+            f"weights of width {case['hidden']} and a budget of its own, then step(images, labels) with NumPy arrays "
+            f"(images {case['batch']} x 28 x 28 x 1 float32, labels int64).", "")
+
+
+def _adam_slots(optimizer, variable):
+    """tf_keras' Adam slots (m, v) of ``variable``, or None."""
+    try:
+        index = optimizer._index_dict[optimizer._var_key(variable)]
+        return optimizer._momentums[index], optimizer._velocities[index]
+    except (AttributeError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _run_build_case(build_on_mesh, case):
+    """Build, step, measure and record one case; return what was found (raises _Stop when it cannot go on)."""
+    from ..memory import bytes_per_device
+    from ..profiling import collectives_run_by
+
+    mesh = _build_mesh(case["mesh"])
+    weights, ((images, labels), (more_images, more_labels)) = build_case(case)
+    hidden = case["hidden"]
+    try:
+        built = build_on_mesh(mesh, {name: value.copy() for name, value in weights.items()}, case["budget"])
+    except Exception as err:
+        raise _Stop(*_why_it_raised(err, case, "build_on_mesh")) from None
+    if not isinstance(built, (tuple, list)) or len(built) != 3 or not callable(built[2]):
+        raise _Stop("build_on_mesh should return a triple (model, optimizer, step), step a function "
+                    "step(images, labels) that runs one training step and returns its loss.")
+    model, optimizer, step = built
+    variables = list(getattr(model, "trainable_variables", None) or [])
+    shapes = [tuple(v.shape) for v in variables]
+    expected = [tuple(weights[name].shape) for name in BUILD_NAMES]
+    if shapes != expected:
+        raise _Stop(f"the model's trainable weights have shapes {shapes}; for weights of width {hidden} they are "
+                    f"{expected} (d1.kernel, d1.bias, d2.kernel, d2.bias). Take the width from the weights you are "
+                    f"given: Flatten, Dense(width, relu), Dense(10).")
+    layouts = [layout_of(v) for v in variables]
+    if any(layout is None for layout in layouts):
+        plain = [name for name, layout in zip(BUILD_NAMES, layouts) if layout is None]
+        raise _Stop(f"{', '.join(plain)} {'is' if len(plain) == 1 else 'are'} not on a mesh: give every Dense layer "
+                    f"its kernel_layout and bias_layout (or build the model under a LayoutMap's scope).")
+    if any(layout.mesh != mesh for layout in layouts):
+        raise _Stop(f"the model's weights live on a mesh {mesh_text(mesh_dims(layouts[0].mesh))}, not on the mesh "
+                    f"passed in ({mesh_text(mesh_dims(mesh))}): build everything on build_on_mesh's `mesh` argument, "
+                    f"not on the notebook's.")
+    optimizer_mesh = getattr(optimizer, "_mesh", None)  # tf_keras' optimizers keep the mesh they were given here
+    if optimizer_mesh is None:
+        raise _Stop(PLAIN_OPTIMIZER, DTENSOR_ADAM)
+    if optimizer_mesh != mesh:
+        raise _Stop(f"the optimizer lives on a mesh {mesh_text(mesh_dims(optimizer_mesh))}, not on the mesh passed in "
+                    f"({mesh_text(mesh_dims(mesh))}): build everything on build_on_mesh's `mesh` argument, not on "
+                    f"the notebook's.")
+    try:
+        loss = step(images.copy(), labels.copy())
+    except Exception as err:
+        raise _Stop(*_why_it_raised(err, case, "step(images, labels)")) from None
+    if loss is None:
+        raise _Stop("step(images, labels) returned None: return the step's loss.")
+    try:
+        loss = as_float(loss)
+    except Exception as err:
+        raise _Stop(f"step's result is not one number ({short_error(err)}): return the loss of the step, the mean "
+                    f"over the whole batch.") from None
+    try:
+        held = bytes_per_device([model, optimizer])
+        in_weights = bytes_per_device(model)
+    except (TypeError, ValueError) as err:
+        raise _Stop(f"{PLAIN_OPTIMIZER} ({short_error(err)})", DTENSOR_ADAM) from None
+    found = {"mesh": mesh, "case": case, "loss": loss, "weights": weights, "images": images, "labels": labels,
+             "held": max(held.values()), "in_weights": max(in_weights.values()),
+             "specs": [specs(layout) for layout in layouts], "after": {}, "slots": {}}
+    for name, variable in zip(BUILD_NAMES, variables):
+        found["after"][name] = global_numpy(variable).astype("float64")
+        slots = _adam_slots(optimizer, variable)
+        found["slots"][name] = None if slots is None else tuple(global_numpy(s).astype("float64") for s in slots)
+    iterations = getattr(optimizer, "iterations", None)
+    found["iterations"] = None if iterations is None else int(global_numpy(iterations))
+    try:
+        runs = collectives_run_by(lambda: step(more_images.copy(), more_labels.copy()))
+    except Exception as err:
+        raise _Stop(f"a second call of step raised {short_error(err)}: step must run again on another batch of the "
+                    f"same size.") from None
+    found["runs"] = [(run.kind, tuple(run.axes), run.tensor_bytes) for run in runs]
+    return found
+
+
+def _loss_problem(found):
+    """Why the first step's loss differs from one device's, or None."""
+    import numpy as np
+
+    per_example, _ = mlp_reference(found["weights"], found["images"], found["labels"])
+    right, got = float(per_example.mean()), found["loss"]
+    if close(got, right, 1e-4):
+        return None
+    if not math.isfinite(got) or got == 0:
+        return f"the loss is {got}; one device computes {right:.5f} from the same weights and batch."
+    groups = found["mesh"].dim_size("batch")
+    slices = np.split(per_example, groups)
+    if any(close(got, float(part.mean()), 1e-4) for part in slices):
+        return (f"the loss {got:.5f} is the mean over one 'batch' group's slice of the batch "
+                f"({len(slices[0])} of {len(per_example)} examples); one device computes {right:.5f} over all of them. "
+                f"Return the loss of the step, computed from the whole batch on the mesh: DTensor sums it over the "
+                f"groups for you.")
+    ratio = got / right
+    if abs(ratio - round(ratio)) < 1e-3 * abs(ratio) or abs(1 / ratio - round(1 / ratio)) < 1e-3 / abs(ratio):
+        return (f"the loss {got:.5f} is {ratio:.4g} x the mean one device computes ({right:.5f}). A DTensor step is "
+                f"written for the global batch: the plain mean over all {len(per_example)} examples, with no "
+                f"per-replica scaling (that was tf.distribute's custom loop, chapter 2).")
+    return (f"the loss {got:.5f} differs from the one device computes from the same weights and batch "
+            f"({right:.5f}).")
+
+
+def _close_values(got, want):
+    import numpy as np
+
+    scale = float(np.abs(want).max(initial=0.0))
+    return got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-3 * scale + 1e-9)
+
+
+def _variables_problem(found):
+    """Why the weights and Adam's slots after the step differ from one Adam step on one device, or None."""
+    import numpy as np
+
+    _, gradients = mlp_reference(found["weights"], found["images"], found["labels"])
+    expected = adam_first_step({n: v.astype("float64") for n, v in found["weights"].items()}, gradients)
+    if found["iterations"] is not None and found["iterations"] != 1:
+        return (f"after the checker's first call of step, the optimizer has counted {found['iterations']} steps. "
+                f"build_on_mesh must not train: the checker's first step must be the model's first.", "")
+    missing = [name for name in BUILD_NAMES if found["slots"][name] is None]
+    if missing:
+        return (f"the optimizer keeps no Adam slots for {', '.join(missing)}: the exercise trains with Adam (its "
+                f"other settings at their defaults).", DTENSOR_ADAM)
+    start = found["weights"]
+    if any(np.abs(found["after"][n] - start[n]).max() > 20 * BUILD_RATE for n in BUILD_NAMES):
+        return ("the weights after the first step are far from the weights the checker gave: the model must "
+                "start from `weights` exactly.",
+                "Copy each one in: variable.assign(pack_batch(value, variable.layout)).")
+    # Adam's first step moves a weight by about the learning rate: its change is compared, to 1 % of that.
+    wrong_weights = [n for n in BUILD_NAMES
+                     if not np.allclose(found["after"][n] - start[n], expected[n][0] - start[n], rtol=0,
+                                        atol=1e-2 * BUILD_RATE)]
+    wrong_m = [n for n in BUILD_NAMES if not _close_values(found["slots"][n][0], expected[n][1])]
+    wrong_v = [n for n in BUILD_NAMES if not _close_values(found["slots"][n][1], expected[n][2])]
+    if not (wrong_weights or wrong_m or wrong_v):
+        return None
+    if os.environ.get(COMBINING) != "0":
+        return (f"{', '.join(wrong_weights + [f'm({n})' for n in wrong_m] + [f'v({n})' for n in wrong_v])} did not "
+                f"change as one Adam step on one device changes them, and this kernel runs with DTensor's all-reduce "
+                f"combining on: the chapter's stale-update bug. The set-up cell must set {COMBINING}=0 before "
+                f"TensorFlow starts (restart the kernel and run it first).", "")
+    m_ratios = [float(np.median(found["slots"][n][0][np.abs(expected[n][1]) > 1e-9] /
+                                expected[n][1][np.abs(expected[n][1]) > 1e-9])) for n in BUILD_NAMES]
+    if wrong_m and max(m_ratios) - min(m_ratios) < 1e-3 * abs(m_ratios[0]) and abs(m_ratios[0] - 1) > 1e-2:
+        return (f"Adam's first moment m holds {m_ratios[0]:.4g} x the gradient of the mean loss over the batch (for "
+                f"every weight): the loss the gradients come from is scaled. Differentiate the plain mean over the "
+                f"whole batch.", "")
+    if wrong_weights and not (wrong_m or wrong_v):
+        changes = [float(np.median(np.abs(found["after"][n] - start[n]))) for n in BUILD_NAMES]
+        wanted = [float(np.median(np.abs(expected[n][0] - start[n]))) for n in BUILD_NAMES]
+        ratios = [c / w for c, w in zip(changes, wanted) if w > 0]
+        if ratios and max(ratios) - min(ratios) < 0.05 * max(ratios) and abs(ratios[0] - 1) > 0.05:
+            return (f"the gradients and Adam's slots are right, but every weight moved {ratios[0]:.3g} x as far as "
+                    f"one Adam step with learning rate LEARNING_RATE = {BUILD_RATE:g} moves it: check the "
+                    f"optimizer's learning rate (its other settings at their defaults).", "")
+    wrong = sorted(set(wrong_weights) | {f"m({n})" for n in wrong_m} | {f"v({n})" for n in wrong_v})
+    return (f"{', '.join(wrong)} did not change as one Adam step (learning rate {BUILD_RATE:g}) of the mean "
+            f"cross-entropy over the whole batch changes them on one device.", "")
+
+
+def _memory_line(fb, found):
+    """One point per case: what each device holds against the budget, and, if over, which idea is missing."""
+    case, held, in_weights = found["case"], found["held"], found["in_weights"]
+    budget = case["budget"]
+    placed = ", ".join(f"{n} {_specs_text(s)}" for n, s in zip(BUILD_NAMES, found["specs"]))
+    what = f"{_case_text(case)}: each device holds {held:,} B ({in_weights:,} in weights, " \
+           f"{held - in_weights:,} in Adam's state) with {placed}"
+    if held <= budget:
+        fb.right(what)
+        return
+    hidden = case["hidden"]
+    replicated = [all(s == UNSHARDED for s in spec) for spec in found["specs"]]
+    if all(replicated):
+        why = "every weight is replicated, as in data parallelism, and that does not fit"
+    elif replicated[0]:
+        share = 100 * 784 * hidden // (784 * hidden + hidden + hidden * 10 + 10)
+        why = f"d1.kernel, {share} % of the parameters, is replicated on every device"
+    else:
+        why = "the layouts do not split the weights enough"
+    if replicated[0]:
+        why += (". If a LayoutMap gave the layouts: a key that matches no variable leaves it replicated without a "
+                "word; tf_keras looks up 'd1.kernel' (the layer's name, a dot, the attribute)")
+    slots = ""
+    if in_weights <= budget:
+        slots = (f" The weights alone ({in_weights:,} B) would fit: Adam keeps two slots per weight in the "
+                 f"weight's layout, so its state is twice the weights' bytes. Count it when you choose.")
+    fb.wrong(f"{what}: over the budget; {why}.{slots}",
+             answer="Split d1.kernel over both axes, Layout(['batch', 'model'], mesh), with d1.bias and d2.kernel's "
+                    "rows over 'model': that fits every budget of the checker.")
+
+
+class BuildOnMesh(Exercise):
+    title = "Build it on the mesh, step it, measure it"
+    points = 5
+    hints = (
+        "Which weight holds nearly all the bytes, and how many bytes does Adam add per weight? Choose the layouts "
+        "from the mesh and the weights you are given (their sizes), not from the notebook's; and start the model "
+        "from `weights`.",
+        "Estimate each placement of exercise 5 as there (4 bytes per number, divided by the sizes of the mesh axes "
+        "that split it, times 3 for Adam's slots, plus its 8-byte counter; mesh.dim_size('model') gives a size) and "
+        "take one that fits the budget and whose sharded axes divide. Build the Dense layers with kernel_layout and "
+        "bias_layout, copy each weight in with variable.assign(pack_batch(value, variable.layout)), make the DTensor "
+        "Adam with mesh=mesh, and let step pack the batch split over 'batch' and run a tf.function training step.",
+        "A placement that fits every budget of the checker: d1.kernel Layout(['batch', 'model'], mesh), d1.bias "
+        "Layout(['model'], mesh), d2.kernel Layout(['model', dtensor.UNSHARDED], mesh), d2.bias replicated. In step: "
+        "train_step(pack_batch(images, dtensor.Layout.batch_sharded(mesh, 'batch', rank=4)), "
+        "pack_batch(labels, dtensor.Layout.batch_sharded(mesh, 'batch', rank=1))).",
+    )
+
+    def grade(self, build_on_mesh):
+        fb = Feedback()
+        if not callable(build_on_mesh):
+            fb.wrong("build_on_mesh should be a function (mesh, weights, budget) -> (model, optimizer, step).")
+            return fb
+        results = []
+        with quiet_tensorflow():
+            for case in BUILD_CASES:
+                try:
+                    results.append(_run_build_case(build_on_mesh, case))
+                except _Stop as stop:
+                    for found in results:
+                        _memory_line(fb, found)
+                    fb.wrong(f"{_case_text(case)}: {stop.message}", answer=stop.answer)
+                    return fb
+        for found in results:
+            _memory_line(fb, found)
+        problems = [(found, _loss_problem(found)) for found in results]
+        bad = next(((f, p) for f, p in problems if p), None)
+        if bad is None:
+            fb.right("the first step's loss equals one device's from the same weights and batch ("
+                     + ", ".join(f"{f['loss']:.5f}" for f in results) + ")")
+        else:
+            fb.wrong(f"{_case_text(bad[0]['case'])}: {bad[1]}")
+        problems = [(found, _variables_problem(found)) for found in results]
+        bad = next(((f, p) for f, p in problems if p), None)
+        if bad is None:
+            fb.right("every weight, both Adam slots of each and the step counter changed as one Adam step on one "
+                     "device changes them")
+        else:
+            fb.wrong(f"{_case_text(bad[0]['case'])}: {bad[1][0]}", answer=bad[1][1])
+        for found in results:
+            fb.note(f"{_mesh_text(found['case'])}, one more step ran: " + _runs_text(found["runs"]))
+        unsplit = [found for found in results if not any(_sums_the_loss_over_batch(*run) for run in found["runs"])]
+        if not unsplit:
+            fb.right("in each step the loss was summed over the 'batch' groups (an all-reduce over 'batch' of 4 "
+                     "bytes): the batch is split over 'batch'")
+        else:
+            fb.wrong(f"{_mesh_text(unsplit[0]['case'])}: the step summed no loss over 'batch' (no all-reduce of the "
+                     f"4-byte loss over 'batch' ran), so every 'batch' group computed the loss of the whole batch: no "
+                     f"data parallelism. Split the batch over 'batch' (its first axis); DTensor then sums the groups' "
+                     f"losses and gradients.",
+                     answer="pack_batch(images, dtensor.Layout.batch_sharded(mesh, 'batch', rank=4)), and rank=1 "
+                            "for the labels.")
+        return fb
+
+
+def _sums_the_loss_over_batch(kind, axes, tensor_bytes):
+    """A reduction over 'batch' of one float32 (the mean loss of a batch split over 'batch'), or, with DTensor's
+    combining on, a merged all-reduce over 'batch' that may hold it."""
+    return "batch" in axes and (kind == "merged all-reduce" or (kind in REDUCTIONS and tensor_bytes == 4))
+
+
+def _runs_text(runs):
+    if not runs:
+        return "no collective"
+    from collections import Counter
+
+    counted = Counter((kind, axes) for kind, axes, _ in runs)
+    return ", ".join(f"{kind} over {','.join(axes)}" + (f" x{n}" if n > 1 else "")
+                     for (kind, axes), n in counted.items())
