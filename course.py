@@ -131,7 +131,9 @@ def main(argv):
         return run_tests(argv[1:])
     python = ensure_environment("main")
     if argv[0] == "lab":
-        command = [python.parent / "jupyter", "lab", "notebooks/00_welcome.ipynb", *argv[1:]]
+        # Rooted at the course folder (exercises/ and solutions/ in reach), opening chapter 0.
+        command = [python.parent / "jupyter", "lab", f"--ServerApp.root_dir={ROOT}", "notebooks/00_welcome.ipynb",
+                   *argv[1:]]
     else:
         command = [python, "-m", module[argv[0]], *argv[1:]]
     return subprocess.run(command, cwd=ROOT).returncode

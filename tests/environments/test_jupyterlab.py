@@ -1,4 +1,5 @@
-"""JupyterLab in a real browser: chapter 4's two explorers react (layouts; predict-then-reveal costs), and an exercise gives feedback.
+"""JupyterLab in a real browser: chapter 4's two explorers react (layouts; predict-then-reveal costs),
+its exercise link opens the exercise notebook, and a check there gives feedback.
 
 ``python3 course.py test --env browser`` runs this with the main environment's JupyterLab (and its
 ipywidgets 8). JupyterLab starts on a free localhost port in a temporary folder holding a copy of
@@ -32,17 +33,19 @@ LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
                                                                         "checkForUpdates": False},
 }
-# The open notebook's kernel is ready when its toolbar names the kernel and shows it idle.
-KERNEL_READY = """() => {
-  const panel = document.querySelector('.jp-NotebookPanel');
+# The notebook on screen (other open notebooks are hidden, with an empty bounding box).
+SHOWN_PANEL = "[...document.querySelectorAll('.jp-NotebookPanel')].find(p => p.getBoundingClientRect().width > 0)"
+# Its kernel is ready when its toolbar names the kernel and shows it idle.
+KERNEL_READY = f"""() => {{
+  const panel = {SHOWN_PANEL};
   return panel?.querySelector('.jp-Toolbar-kernelName')?.textContent.includes('ipykernel')
     && panel.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle';
-}"""
+}}"""
 # It has finished "Run All Cells" when every code cell shows its number, e.g. [3]:
-ALL_CELLS_RAN = """() => {
-  const prompts = [...document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell .jp-InputPrompt')];
+ALL_CELLS_RAN = f"""() => {{
+  const prompts = [...({SHOWN_PANEL})?.querySelectorAll('.jp-CodeCell .jp-InputPrompt') ?? []];
   return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
-}"""
+}}"""
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +120,10 @@ def page(request, lab, chromium):
 
 
 def open_and_run_all(page, lab, notebook):
-    """Open ``notebook`` in JupyterLab, choose Run > Run All Cells, and wait until every cell ran."""
-    page.goto(f"{lab[0]}lab/tree/{notebook}?reset&token={lab[1]}")  # reset: this notebook alone
+    """Open ``notebook`` in JupyterLab (None: the one already on screen), choose Run > Run All Cells, and
+    wait until every cell ran."""
+    if notebook:
+        page.goto(f"{lab[0]}lab/tree/{notebook}?reset&token={lab[1]}")  # reset: this notebook alone
     page.wait_for_function(KERNEL_READY, timeout=120_000)
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
@@ -183,8 +188,11 @@ def test_layout_explorers_react_to_their_widgets(page, lab):
     expect(page.locator("body")).not_to_contain_text("Error displaying widget")
 
 
-def test_exercise_check_gives_feedback(page, lab):
-    open_and_run_all(page, lab, EXERCISE)
+def test_the_chapters_exercise_link_opens_the_exercise_and_its_check_gives_feedback(page, lab):
+    page.goto(f"{lab[0]}lab/tree/{CHAPTER}?reset&token={lab[1]}")
+    page.locator(f".jp-RenderedMarkdown a[href*='{EXERCISE}']").first.click()  # the chapter's "Practise in" link
+    expect(page.locator(".lm-TabBar-tab.lm-mod-current", has_text=Path(EXERCISE).name)).to_be_visible()
+    open_and_run_all(page, lab, None)
     cell = page.locator(".jp-CodeCell").filter(has_text="ex.q1.check(mesh, layout)")
     expect(cell.locator(".jp-OutputArea")).to_contain_text("Not answered yet")
 
