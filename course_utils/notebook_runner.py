@@ -238,7 +238,7 @@ def _group_runs(pgid):
     return False
 
 
-def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=None):
+def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=None, kernel_path=None):
     """Run ``driver`` on a fresh kernel in a child process; kill everything after ``timeout`` seconds.
 
     Args:
@@ -251,6 +251,8 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=
         sandbox: None, or run the kernel in a sandbox: a dict with ``argv`` (the command that starts
             the kernel, up to its connection file: :meth:`course_utils.grading.sandbox.Box.kernel_argv`),
             ``workdir``, ``connection_dir`` and ``owner`` (``(uid, gid)`` to give the connection file, or None).
+        kernel_path: without a sandbox, the kernel's ``PYTHONPATH`` (not the child's): the folder whose
+            ``course_utils`` the kernel imports.
 
     Returns:
         A dict: ``kind`` (``"completed"``, ``"timeout"``, ``"kernel died"`` or ``"failed"``),
@@ -271,7 +273,7 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=
         with open(log_path, "wb") as log:
             child = subprocess.Popen(cmd, env=dict(env if env is not None else os.environ), stdin=subprocess.PIPE,
                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            child.stdin.write(json.dumps({"payload": payload, "sandbox": sandbox}).encode())
+            child.stdin.write(json.dumps({"payload": payload, "sandbox": sandbox, "kernel_path": kernel_path}).encode())
             child.stdin.close()
             try:
                 child.wait(timeout=timeout)
@@ -324,7 +326,8 @@ def _child_main(driver, scratch, cell_timeout):
             (scratch / "kernel.pid").write_text(json.dumps(pids))
 
     try:
-        with KernelSession(workdir, dict(os.environ), cell_timeout or None, sandbox, started) as session:
+        kernel_env = dict(os.environ, **({"PYTHONPATH": given["kernel_path"]} if given.get("kernel_path") else {}))
+        with KernelSession(workdir, kernel_env, cell_timeout or None, sandbox, started) as session:
             drive(session, payload, outcome["report"])
     except DeadKernelError:
         outcome["kind"] = "kernel died"

@@ -10,19 +10,31 @@ from .core import Exercise, Feedback, chapter
 #   e: CPU:9 (missing) inside CPU:4;  f: inside CPU:3, after asking for 4 CPUs instead of 8.
 ERROR = "error"
 CPU_COUNT = 8
-PLACEMENTS = {"b": 0, "c": 6, "d": 1, "e": 0, "f": ERROR}
-INPUT_DEVICE = {"b": 2, "c": 2, "d": 6, "e": 2}  # where each matmul's input lives
 OUTER_BLOCK = {"c": 1, "e": 4}                  # the enclosing block of a nested one
 MISSING_CPU = 9
-PLACEMENT_REASONS = {  # these give the answer away: shown in self-study mode only
-    "b": "It runs on CPU:0, the default device: no tf.device block is open on that line, and a is copied there.",
-    "c": "It runs on CPU:6: the innermost block wins.",
-    "d": "It runs on CPU:1: the CPU:6 block has ended, the CPU:1 block is still open, and c is copied there.",
-    "e": "It runs on CPU:0: soft placement drops the request for CPU:9 and TensorFlow takes its first choice, as "
-         "if nothing had been requested.",
-    "f": f"It is 'error': a exists, so the runtime already runs with {CPU_COUNT} CPUs, and asking for 4 raises "
-         "RuntimeError (Virtual devices cannot be modified after being initialized) before f is computed.",
-}
+
+
+def _reference_placements():
+    """Exercise 1's answer: the CPU each matmul runs on, or ERROR."""
+    return {"b": 0, "c": 6, "d": 1, "e": 0, "f": ERROR}
+
+
+def _reference_input_devices():
+    """Where each matmul's input lives (d's input is c, so this says where c ran)."""
+    return {"b": 2, "c": 2, "d": 6, "e": 2}
+
+
+def _reference_placement_reasons():
+    """Why each matmul runs where it does: these give the answer away (shown in self-study mode only)."""
+    return {
+        "b": "It runs on CPU:0, the default device: no tf.device block is open on that line, and a is copied there.",
+        "c": "It runs on CPU:6: the innermost block wins.",
+        "d": "It runs on CPU:1: the CPU:6 block has ended, the CPU:1 block is still open, and c is copied there.",
+        "e": "It runs on CPU:0: soft placement drops the request for CPU:9 and TensorFlow takes its first choice, "
+             "as if nothing had been requested.",
+        "f": f"It is 'error': a exists, so the runtime already runs with {CPU_COUNT} CPUs, and asking for 4 raises "
+             "RuntimeError (Virtual devices cannot be modified after being initialized) before f is computed.",
+    }
 
 
 def _placement(value):
@@ -39,7 +51,7 @@ def _placement(value):
     return as_int(value)
 
 
-def _placement_mistake(key, given):
+def _judge_placement_mistake(key, given):
     """Why the prediction ``given`` for item ``key`` is wrong, without saying what is right."""
     if key == "f":
         return ("look at the line before the matmul: it asks for a different device configuration. Has the "
@@ -52,7 +64,7 @@ def _placement_mistake(key, given):
             return ("soft placement does not fall back to the enclosing block: the inner block's request replaced "
                     "the outer one, and that request cannot be met.")
         return "the outer block is open, but a block nested inside it overrides it."
-    if given == INPUT_DEVICE.get(key):
+    if given == _reference_input_devices().get(key):
         return (f"its input lives on CPU:{given}, but an operation does not follow its input tensors (only an "
                 "operation on a variable itself runs where the variable lives, and this code has no variables).")
     if given == MISSING_CPU:
@@ -64,12 +76,12 @@ def _placement_mistake(key, given):
     return "which tf.device block is in force on that line, and can its device be used?"
 
 
-def _explain_placement(key, given, raw):
+def _judge_explain_placement(key, given, raw):
     if given is None:
         text = repr(raw)
         text = text if len(text) <= 40 else text[:40] + "..."
         return f"give the index of a CPU (an int from 0 to {CPU_COUNT - 1}) or {ERROR!r}, not {text}.", ""
-    return f"you predicted {given!r}: {_placement_mistake(key, given)}", PLACEMENT_REASONS[key]
+    return f"you predicted {given!r}: {_judge_placement_mistake(key, given)}", _reference_placement_reasons()[key]
 
 
 class PredictPlacement(Exercise):
@@ -86,7 +98,8 @@ class PredictPlacement(Exercise):
     )
 
     def grade(self, predictions):
-        fb = grade_items(Feedback(), predictions, PLACEMENTS, _explain_placement, _placement,
+        placements = _reference_placements()
+        fb = grade_items(Feedback(), predictions, placements, _judge_explain_placement, _placement,
                          "the CPU index each matmul runs on, or 'error'")
         right = fb.points
         if isinstance(predictions, dict) and len(predictions) > 1:
@@ -94,13 +107,12 @@ class PredictPlacement(Exercise):
             if len(set(given)) == 1 and given[0] is not None:
                 fb.note("You gave the same answer for every line, but the lines differ in which blocks are open "
                         "and whether their device exists.")
-        fb.points = 2 if right == len(PLACEMENTS) else 1 if right == len(PLACEMENTS) - 1 else 0
+        fb.points = 2 if right == len(placements) else 1 if right == len(placements) - 1 else 0
         return fb
 
 
 CALLS = ["f(tf.constant(1))", "f(tf.constant(2))", "f(tf.constant(1.0))", "f(3)", "f(tf.constant([1, 2]))",
          "f(3)", "f(tf.constant([3, 4]))"]
-TRACES = [True, False, True, True, True, False, False]
 QUESTIONS = [  # what to think about when the prediction for a call is wrong (no answer in it)
     "what could a tf.function reuse before anything was ever traced?",
     "compare it with call 1: which of value, dtype and shape changed, and which of them does a trace depend on?",
@@ -110,16 +122,25 @@ QUESTIONS = [  # what to think about when the prediction for a call is wrong (no
     "has f seen this exact Python argument before?",
     "compare it with call 5: which of value, dtype and shape changed?",
 ]
-WHY = [
-    "The first call always traces: there is no concrete function yet.",
-    "tf.constant(2) has the same dtype (int32) and shape () as tf.constant(1). A tf.function keys its traces on "
-    "the dtype and shape of tensor arguments, not on their values, so call 1's trace is reused.",
-    "tf.constant(1.0) is a float32, a dtype f has not seen: this call traces.",
-    "A Python number is part of the signature by its *value*, and 3 has not been seen: this call traces.",
-    "The shape (2,) is new, so this call traces a new concrete function.",
-    "The Python value 3 was seen in call 4, so its trace is reused.",
-    "Same dtype (int32) and shape (2,) as call 5: its trace is reused. The values [3, 4] don't matter.",
-]
+
+
+def _reference_traces():
+    """Exercise 2's answer: whether each call of CALLS traces."""
+    return [True, False, True, True, True, False, False]
+
+
+def _reference_why_traces():
+    """Why each call traces or not: these give the answer away (shown in self-study mode only)."""
+    return [
+        "The first call always traces: there is no concrete function yet.",
+        "tf.constant(2) has the same dtype (int32) and shape () as tf.constant(1). A tf.function keys its traces on "
+        "the dtype and shape of tensor arguments, not on their values, so call 1's trace is reused.",
+        "tf.constant(1.0) is a float32, a dtype f has not seen: this call traces.",
+        "A Python number is part of the signature by its *value*, and 3 has not been seen: this call traces.",
+        "The shape (2,) is new, so this call traces a new concrete function.",
+        "The Python value 3 was seen in call 4, so its trace is reused.",
+        "Same dtype (int32) and shape (2,) as call 5: its trace is reused. The values [3, 4] don't matter.",
+    ]
 
 
 class PredictTracing(Exercise):
@@ -141,9 +162,10 @@ class PredictTracing(Exercise):
         if any(v is None for v in values):
             fb.wrong("Use True or False for every call (None means you have not answered that call yet).")
             return fb
-        wrong = [i for i, (v, t) in enumerate(zip(values, TRACES)) if v != t]
+        traces, why = _reference_traces(), _reference_why_traces()
+        wrong = [i for i, (v, t) in enumerate(zip(values, traces)) if v != t]
         if not wrong:
-            fb.right(f"Traces happen on calls {[i + 1 for i, t in enumerate(TRACES) if t]}: a new trace for each new "
+            fb.right(f"Traces happen on calls {[i + 1 for i, t in enumerate(traces) if t]}: a new trace for each new "
                      f"input signature (dtype and shape of tensors, value of Python arguments).", points=2)
             return fb
         if all(values):
@@ -153,7 +175,7 @@ class PredictTracing(Exercise):
         elif sum(values) == 1 and values[0]:
             fb.note("A tf.function traces again whenever it sees a new input signature, not only once.")
         for i in wrong:
-            fb.wrong(f"call {i + 1}, {CALLS[i]}: {QUESTIONS[i]}", answer=WHY[i])
+            fb.wrong(f"call {i + 1}, {CALLS[i]}: {QUESTIONS[i]}", answer=why[i])
         fb.points = 1 if len(wrong) == 1 else 0
         return fb
 

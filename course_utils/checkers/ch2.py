@@ -1,7 +1,7 @@
 """Chapter 2 · Strategies on one machine: the exercises' graders and hints."""
 import numbers
 
-from .answers import close, grade_items, logical_cpus, quiet_tensorflow, short_error
+from .answers import as_int, close, grade_items, logical_cpus, quiet_tensorflow, short_error
 from .core import Exercise, Feedback, chapter
 from .ch2_build import DistributedStep, _mirrored_with_own_keys
 
@@ -18,17 +18,22 @@ class BatchAndLearningRate(Exercise):
         "replicas. The linear scaling rule multiplies SGD's learning rate by the factor the batch grew.",
     )
 
-    def grade(self, strategy, global_batch_size, learning_rate):
-        import tensorflow as tf
+    def collect(self, strategy, global_batch_size, learning_rate, seed=0):
+        """What crosses: the strategy's classes (its class and its bases, in method resolution order; classes of
+        TensorFlow cross as themselves, others as an Opaque naming them), its ``num_replicas_in_sync`` (None when
+        reading it raised), and the two numbers as they are."""
+        try:
+            replicas = strategy.num_replicas_in_sync
+        except Exception:
+            replicas = None
+        return {"classes": list(type(strategy).__mro__), "replicas": replicas,
+                "global_batch_size": global_batch_size, "learning_rate": learning_rate}
 
+    def judge(self, data, seed=0):
+        """Grades the data of :meth:`collect`: the strategy's classes and replicas, the batch size and the rate."""
         fb = Feedback()
-        if not isinstance(strategy, tf.distribute.MirroredStrategy):
-            fb.wrong(f"strategy: the exercise asks for a tf.distribute.MirroredStrategy, got {type(strategy).__name__}.")
-        elif strategy.num_replicas_in_sync != REPLICAS:
-            fb.wrong(f"strategy has {strategy.num_replicas_in_sync} replica(s); build it over the 8 virtual CPUs.",
-                     answer="tf.distribute.MirroredStrategy(cpus).")
-        else:
-            fb.right("strategy: MirroredStrategy with 8 replicas")
+        self._judge_strategy(fb, data["classes"], data["replicas"])
+        global_batch_size, learning_rate = data["global_batch_size"], data["learning_rate"]
         right_batch = PER_REPLICA * REPLICAS
         if isinstance(global_batch_size, numbers.Integral) and not isinstance(global_batch_size, bool):
             global_batch_size = int(global_batch_size)  # np.int64 too; a float such as 512.0 is not a batch size
@@ -67,6 +72,22 @@ class BatchAndLearningRate(Exercise):
                      answer="Scale the base rate by global batch / base batch.")
         return fb
 
+    @staticmethod
+    def _judge_strategy(fb, classes, replicas):
+        import tensorflow as tf
+
+        if type(classes) is not list or not classes:
+            raise ValueError("the strategy's classes are missing")
+        mirrored = any(isinstance(c, type) and issubclass(c, tf.distribute.MirroredStrategy) for c in classes)
+        name = classes[0].__name__ if isinstance(classes[0], type) else type(classes[0]).__name__
+        if not mirrored:
+            fb.wrong(f"strategy: the exercise asks for a tf.distribute.MirroredStrategy, got {name}.")
+        elif as_int(replicas) != REPLICAS:
+            fb.wrong(f"strategy has {replicas} replica(s); build it over the 8 virtual CPUs.",
+                     answer="tf.distribute.MirroredStrategy(cpus).")
+        else:
+            fb.right("strategy: MirroredStrategy with 8 replicas")
+
 
 GLOBAL_BATCH = 64
 LOSS_KEY_BASE = 10_000  # the collectives of exercise 2's checker strategy are numbered from here
@@ -83,26 +104,36 @@ def _checker_strategy():
     return _STRATEGY_CACHE[key]
 
 
-def _reference_loss_data():
+def _loss_inputs(seed):
+    """Exercise 2's batch, drawn from ``seed``: labels (int64) and logits (float32) of GLOBAL_BATCH examples. The
+    logits' scale is drawn too, so that the batch's mean loss differs widely from one seed to the next."""
     import numpy as np
 
-    rng = np.random.default_rng(0)
-    logits = rng.normal(size=(GLOBAL_BATCH, 10)).astype("float32")
+    rng = np.random.default_rng(seed)
+    logits = (rng.uniform(1.0, 8.0) * rng.normal(size=(GLOBAL_BATCH, 10))).astype("float32")
     labels = rng.integers(0, 10, size=(GLOBAL_BATCH,)).astype("int64")
+    return labels, logits
+
+
+def _reference_losses(labels, logits):
+    """The per-example cross-entropies of the logits, with NumPy."""
+    import numpy as np
+
+    logits = logits.astype("float64")
     shifted = logits - logits.max(axis=1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    return labels, logits, -log_probs[np.arange(GLOBAL_BATCH), labels]
+    return -log_probs[np.arange(len(labels)), labels]
 
 
-def _summed_over_replicas(compute_loss):
-    """Run ``compute_loss`` in every replica on its slice of a fixed batch; return (sum, replicas)."""
+def _summed_over_replicas(compute_loss, seed):
+    """Run ``compute_loss`` in every replica on its slice of the batch of ``seed``; return (sum, replicas)."""
     import numpy as np
     import tensorflow as tf
 
     with quiet_tensorflow():
         strategy = _checker_strategy()
     n = strategy.num_replicas_in_sync
-    labels, logits, _ = _reference_loss_data()
+    labels, logits = _loss_inputs(seed)
     label_parts, logit_parts = np.split(labels, n), np.split(logits, n)
     dist_labels = strategy.experimental_distribute_values_from_function(
         lambda ctx: tf.constant(label_parts[ctx.replica_id_in_sync_group]))
@@ -128,19 +159,42 @@ class LossScaling(Exercise):
         "global_batch_size=...)); a Keras loss object needs reduction=NONE to give one loss per example.",
     )
 
-    def grade(self, compute_loss, reduce_op):
-        import numpy as np
-
-        fb = Feedback()
+    def collect(self, compute_loss, reduce_op, seed=0):
+        """Runs ``compute_loss`` in every replica of the checker's strategy on its slice of a batch drawn from
+        ``seed``. What crosses: ``loss``, one of {"state": "none"}, {"state": "not callable", "type": name},
+        {"state": "raised", "error": short error, "detail": the error's text (cut)} and {"state": "ran", "total":
+        the replicas' losses summed (an array), "replicas": their number}; ``reduce_op``: {"none": whether it is
+        None, "value": its ``.value`` (or itself) when that is a string, else None, "repr": its repr (cut)}."""
         if compute_loss is None:
-            fb.wrong("compute_loss: not answered yet.")
+            loss = {"state": "none"}
         elif not callable(compute_loss):
-            fb.wrong(f"compute_loss should be a function (labels, logits) -> loss, got {type(compute_loss).__name__}.")
+            loss = {"state": "not callable", "type": type(compute_loss).__name__}
         else:
-            self._grade_loss(fb, compute_loss, np)
-        op = getattr(reduce_op, "value", reduce_op)
-        op = op.upper() if isinstance(op, str) else None
-        if reduce_op is None:
+            try:
+                total, n = _summed_over_replicas(compute_loss, seed)
+                loss = {"state": "ran", "total": total, "replicas": n}
+            except Exception as err:
+                loss = {"state": "raised", "error": short_error(err), "detail": " ".join(str(err).split())[:4000]}
+        try:
+            op = getattr(reduce_op, "value", reduce_op)
+            shown = repr(reduce_op)[:200]
+        except Exception:
+            op, shown = None, f"a {type(reduce_op).__name__}"
+        return {"loss": loss, "reduce_op": {"none": reduce_op is None, "value": op if type(op) is str else None,
+                                            "repr": shown}}
+
+    def judge(self, data, seed=0):
+        """Grades the data of :meth:`collect` against the mean cross-entropy of the batch of ``seed``."""
+        fb = Feedback()
+        loss, reduce_op = data["loss"], data["reduce_op"]
+        if loss["state"] == "none":
+            fb.wrong("compute_loss: not answered yet.")
+        elif loss["state"] == "not callable":
+            fb.wrong(f"compute_loss should be a function (labels, logits) -> loss, got {loss['type']}.")
+        else:
+            self._judge_loss(fb, loss, seed)
+        op = reduce_op["value"].upper() if isinstance(reduce_op["value"], str) else None
+        if reduce_op["none"]:
             fb.wrong("reduce_op: not answered yet.")
         elif op == "SUM":
             fb.right("reduce_op: SUM. Each replica's loss is already divided by the global batch, so their sum is "
@@ -149,23 +203,26 @@ class LossScaling(Exercise):
             fb.wrong(f"reduce_op: MEAN would divide by the number of replicas a second time (each replica's loss is "
                      f"already divided by the GLOBAL batch), reporting 1/{REPLICAS} of the true loss.")
         else:
-            fb.wrong(f"reduce_op should be tf.distribute.ReduceOp.SUM or .MEAN, got {reduce_op!r}.")
+            fb.wrong(f"reduce_op should be tf.distribute.ReduceOp.SUM or .MEAN, got {reduce_op['repr']}.")
         return fb
 
     @staticmethod
-    def _grade_loss(fb, compute_loss, np):
-        expected = float(_reference_loss_data()[2].mean())
-        try:
-            total, n = _summed_over_replicas(compute_loss)
-        except Exception as err:
-            if "Reduction" in str(err):
-                fb.wrong(f"compute_loss raised inside strategy.run: {short_error(err)}. Keras losses must not "
+    def _judge_loss(fb, loss, seed):
+        import numpy as np
+
+        expected = float(_reference_losses(*_loss_inputs(seed)).mean())
+        if loss["state"] == "raised":
+            if "Reduction" in str(loss["detail"]):
+                fb.wrong(f"compute_loss raised inside strategy.run: {loss['error']}. Keras losses must not "
                          f"average by themselves under a strategy.",
                          answer="Create the loss with reduction=NONE (one value per example) and average with "
                                 "tf.nn.compute_average_loss.")
             else:
-                fb.wrong(f"compute_loss raised inside strategy.run: {short_error(err)}")
+                fb.wrong(f"compute_loss raised inside strategy.run: {loss['error']}")
             return
+        total, n = np.asarray(loss["total"], dtype="float64"), as_int(loss["replicas"])
+        if n not in (1, 2, 4, 8):
+            raise ValueError(f"{loss['replicas']!r} replicas")
         if np.ndim(total) != 0:
             fb.wrong(f"compute_loss must return one scalar per replica; it returned shape {list(np.shape(total))}.",
                      answer="Average the per-example losses with tf.nn.compute_average_loss.")
@@ -203,52 +260,65 @@ STRATEGY_NAMES = {
     "multidevicestrategy": "MultiDeviceStrategy",
     "dtensor": "DTensor",
 }
-SCENARIOS = {
-    "a": ("One machine with 4 GPUs. Synchronous data parallelism; every GPU keeps its own copy of every variable.",
-          "MirroredStrategy"),
-    "b": ("Two machines with 4 GPUs each. Synchronous data parallelism over all 8 GPUs.",
-          "MultiWorkerMirroredStrategy"),
-    "c": ("Dozens of preemptible machines. Workers should not wait for each other (asynchronous updates), and a "
-          "huge embedding table should be split over a few servers.", "ParameterServerStrategy"),
-    "d": ("A laptop with one GPU. The strategy.scope() code should run unchanged, with all variables and all "
-          "computation placed on one device that you name, and no mirroring.", "OneDeviceStrategy"),
-    "e": ("One machine with several GPUs, synchronous training, but the variables are kept in one place (the "
-          "CPU) instead of being mirrored on every GPU.", "CentralStorageStrategy"),
-    "f": ("A single weight matrix is too large for one device's memory: each weight must be split over "
-          "several devices (model parallelism).", "DTensor"),
-}
-NAME_WHY = {
-    "MultiDeviceStrategy": "tf.distribute has no MultiDeviceStrategy (a name that circulates); several devices "
-                           "on one machine is MirroredStrategy.",
-    "TPUStrategy": "TPUStrategy is for TPUs; no scenario here has one.",
-}
-SCENARIO_WHY = {
-    ("a", "MultiWorkerMirroredStrategy"): "MultiWorkerMirroredStrategy is for several machines (each process "
-                                          "needs TF_CONFIG).",
-    ("a", "CentralStorageStrategy"): "CentralStorageStrategy keeps ONE copy of the variables on the CPU; here "
-                                     "every GPU keeps its own mirror.",
-    ("b", "MirroredStrategy"): "MirroredStrategy only uses the devices of its own machine.",
-    ("b", "ParameterServerStrategy"): "ParameterServerStrategy is asynchronous; the scenario asks for "
-                                      "synchronous training.",
-    ("c", "MultiWorkerMirroredStrategy"): "MultiWorkerMirroredStrategy is synchronous: every step waits for all "
-                                          "workers (all-reduce), and a lost worker fails the step.",
-    ("c", "DTensor"): "Splitting an embedding table over servers and letting workers run asynchronously is the "
-                      "job of a tf.distribute strategy, with variable partitioning.",
-    ("d", "MirroredStrategy"): "MirroredStrategy with one device works, but another strategy is made for "
-                               "'everything on this one named device, no mirroring'.",
-    ("e", "MirroredStrategy"): "MirroredStrategy keeps a copy of every variable on every device.",
-    ("e", "ParameterServerStrategy"): "ParameterServerStrategy needs a cluster of worker and parameter-server "
-                                      "processes and is asynchronous.",
-    ("f", "ParameterServerStrategy"): "ParameterServerStrategy is data parallelism: it can shard a variable's "
-                                      "storage over the servers (variable_partitioner), but a worker runs the whole "
-                                      "model and puts a sharded weight back together to multiply by it, so each "
-                                      "weight must still fit on a worker.",
-    ("f", "CentralStorageStrategy"): "CentralStorageStrategy is synchronous data parallelism with the variables "
-                                     "on the CPU, not model parallelism.",
-    ("f", "MirroredStrategy"): "MirroredStrategy copies the WHOLE model to every device; it cannot split a weight.",
-    ("f", "MultiWorkerMirroredStrategy"): "MultiWorkerMirroredStrategy also copies the whole model to every device.",
+SCENARIOS = {  # the scenarios of exercise 3, as the notebook states them
+    "a": "One machine with 4 GPUs. Synchronous data parallelism; every GPU keeps its own copy of every variable.",
+    "b": "Two machines with 4 GPUs each. Synchronous data parallelism over all 8 GPUs.",
+    "c": "Dozens of preemptible machines. Workers should not wait for each other (asynchronous updates), and a huge "
+         "embedding table should be split over a few servers.",
+    "d": "A laptop with one GPU. The strategy.scope() code should run unchanged, with all variables and all "
+         "computation placed on one device that you name, and no mirroring.",
+    "e": "One machine with several GPUs, synchronous training, but the variables are kept in one place (the CPU) "
+         "instead of being mirrored on every GPU.",
+    "f": "A single weight matrix is too large for one device's memory: each weight must be split over several "
+         "devices (model parallelism).",
 }
 
+
+def _reference_scenario_strategies():
+    """Exercise 3's answer: the strategy of each scenario."""
+    return {"a": "MirroredStrategy", "b": "MultiWorkerMirroredStrategy", "c": "ParameterServerStrategy",
+            "d": "OneDeviceStrategy", "e": "CentralStorageStrategy", "f": "DTensor"}
+
+
+def _reference_name_why():
+    """Why a name that is no choice is wrong (one of them names the right strategy of a scenario)."""
+    return {
+        "MultiDeviceStrategy": "tf.distribute has no MultiDeviceStrategy (a name that circulates); several devices "
+                               "on one machine is MirroredStrategy.",
+        "TPUStrategy": "TPUStrategy is for TPUs; no scenario here has one.",
+    }
+
+
+def _reference_scenario_why():
+    """Why a strategy does not fit a scenario, for the typical wrong choices (together they rule strategies out)."""
+    return {
+        ("a", "MultiWorkerMirroredStrategy"): "MultiWorkerMirroredStrategy is for several machines (each process "
+                                              "needs TF_CONFIG).",
+        ("a", "CentralStorageStrategy"): "CentralStorageStrategy keeps ONE copy of the variables on the CPU; here "
+                                         "every GPU keeps its own mirror.",
+        ("b", "MirroredStrategy"): "MirroredStrategy only uses the devices of its own machine.",
+        ("b", "ParameterServerStrategy"): "ParameterServerStrategy is asynchronous; the scenario asks for "
+                                          "synchronous training.",
+        ("c", "MultiWorkerMirroredStrategy"): "MultiWorkerMirroredStrategy is synchronous: every step waits for "
+                                              "all workers (all-reduce), and a lost worker fails the step.",
+        ("c", "DTensor"): "Splitting an embedding table over servers and letting workers run asynchronously is the "
+                          "job of a tf.distribute strategy, with variable partitioning.",
+        ("d", "MirroredStrategy"): "MirroredStrategy with one device works, but another strategy is made for "
+                                   "'everything on this one named device, no mirroring'.",
+        ("e", "MirroredStrategy"): "MirroredStrategy keeps a copy of every variable on every device.",
+        ("e", "ParameterServerStrategy"): "ParameterServerStrategy needs a cluster of worker and parameter-server "
+                                          "processes and is asynchronous.",
+        ("f", "ParameterServerStrategy"): "ParameterServerStrategy is data parallelism: it can shard a variable's "
+                                          "storage over the servers (variable_partitioner), but a worker runs the "
+                                          "whole model and puts a sharded weight back together to multiply by it, "
+                                          "so each weight must still fit on a worker.",
+        ("f", "CentralStorageStrategy"): "CentralStorageStrategy is synchronous data parallelism with the "
+                                         "variables on the CPU, not model parallelism.",
+        ("f", "MirroredStrategy"): "MirroredStrategy copies the WHOLE model to every device; it cannot split a "
+                                   "weight.",
+        ("f", "MultiWorkerMirroredStrategy"): "MultiWorkerMirroredStrategy also copies the whole model to every "
+                                              "device.",
+    }
 
 def normalize_strategy(value):
     """A strategy class, instance or name as the canonical name, e.g. ``"tf.distribute.MirroredStrategy()"``."""
@@ -279,18 +349,19 @@ class PickStrategy(Exercise):
     )
 
     def grade(self, choices):
-        expected = {k: right for k, (_, right) in SCENARIOS.items()}
+        expected = _reference_scenario_strategies()
+        scenario_why, name_why = _reference_scenario_why(), _reference_name_why()
 
         def explain(key, given, raw):
-            right = f"It is {SCENARIOS[key][1]}."
-            if (key, given) in SCENARIO_WHY:
-                return SCENARIO_WHY[(key, given)], right
-            if given in NAME_WHY:
-                return NAME_WHY[given], right
+            right = f"It is {expected[key]}."
+            if (key, given) in scenario_why:
+                return scenario_why[(key, given)], right
+            if given in name_why:
+                return name_why[given], right
             if given not in STRATEGY_NAMES.values():
                 return (f"{raw!r} is not one of the choices: MirroredStrategy, MultiWorkerMirroredStrategy, "
                         f"ParameterServerStrategy, OneDeviceStrategy, CentralStorageStrategy, DTensor."), ""
-            return f"{given} does not fit: {SCENARIOS[key][0]}", right
+            return f"{given} does not fit: {SCENARIOS[key]}", right
 
         return grade_items(Feedback(), choices, expected, explain, normalize_strategy, "one strategy name per scenario")
 

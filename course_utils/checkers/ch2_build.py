@@ -52,11 +52,11 @@ def _step_strategy():
     return _STEP_STRATEGIES[key]
 
 
-def _step_data():
-    """The checker's examples, labels and starting weights (fixed seeds), as NumPy arrays."""
+def _step_data(seed=0):
+    """The checker's examples, labels and starting weights, drawn from ``seed``, as NumPy arrays."""
     import numpy as np
 
-    rng = np.random.default_rng(24)
+    rng = np.random.default_rng(seed)
     features, hidden, classes = STEP_SHAPE
     x = rng.normal(size=(STEP_EXAMPLES, features)).astype("float32")
     y = rng.integers(0, classes, size=STEP_EXAMPLES).astype("int64")
@@ -65,7 +65,20 @@ def _step_data():
     return x, y, [w.astype("float32") for w in weights]
 
 
-def _one_device_gradient(weights, x, y):
+def _step_batches(x, y):
+    """The two batches as their per-replica parts [(x, y), ...], consecutive examples as a dataset batched by
+    STEP_BATCH gives them, split as STEP_SPLITS says."""
+    import numpy as np
+
+    batches, first = [], 0
+    for sizes in STEP_SPLITS:
+        bounds = np.cumsum([first, *sizes])
+        first = bounds[-1]
+        batches.append([(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])
+    return batches
+
+
+def _reference_one_device_gradient(weights, x, y):
     """The mean cross-entropy over (x, y) and its gradient per variable, on one device, with plain ops."""
     import tensorflow as tf
 
@@ -76,31 +89,31 @@ def _one_device_gradient(weights, x, y):
     return float(loss), [g.numpy().astype("float64") for g in tape.gradient(loss, w)]
 
 
-def _step_expected(weights, parts):
+def _reference_step_expected(weights, parts):
     """For one distributed batch (its per-replica parts): the loss and change of every variable of one SGD step on one
     device with the whole batch; and the same when each replica's examples are weighted by 1 / (its own batch x
     replicas), the step of a loss divided by the per-replica batch x replicas."""
     import numpy as np
 
-    loss, gradients = _one_device_gradient(weights, np.concatenate([x for x, _ in parts]),
-                                           np.concatenate([y for _, y in parts]))
-    per_replica = [_one_device_gradient(weights, x, y) for x, y in parts if len(y)]
+    loss, gradients = _reference_one_device_gradient(weights, np.concatenate([x for x, _ in parts]),
+                                                     np.concatenate([y for _, y in parts]))
+    per_replica = [_reference_one_device_gradient(weights, x, y) for x, y in parts if len(y)]
     weighted = [sum(g[i] for _, g in per_replica) / len(parts) for i in range(len(weights))]
     return {"loss": loss, "change": [-STEP_RATE * g for g in gradients],
             "weighted_loss": sum(l for l, _ in per_replica) / len(parts),
             "weighted_change": [-STEP_RATE * g for g in weighted]}
 
 
-def _run_train_step(make_train_step):
-    """Build the checker's model under its strategy, make the learner's step and run it on each batch, every time from
-    the same weights. One record per batch: the per-replica sizes, what train_step returned, every variable's copies
-    (one per replica) after the step, and what one device expects."""
+def _run_train_step(make_train_step, seed):
+    """Build the checker's model under its strategy, make the learner's step and run it on each batch of ``seed``,
+    every time from the same weights. One record per batch: what train_step returned (see _returned_as_data) and
+    every variable's copies (one per replica) after the step."""
     import numpy as np
     import tf_keras
 
     with quiet_tensorflow():
         strategy = _step_strategy()
-        x, y, start = _step_data()
+        x, y, start = _step_data(seed)
         features, hidden, classes = STEP_SHAPE
         with strategy.scope():
             model = tf_keras.Sequential([tf_keras.Input((features,)),
@@ -116,19 +129,31 @@ def _run_train_step(make_train_step):
             raise _StepAnswerError(f"make_train_step(strategy, model, optimizer) returned a "
                                    f"{type(train_step).__name__}; it should return the function "
                                    f"train_step(features, labels).")
-        records, first = [], 0
-        for sizes in STEP_SPLITS:  # consecutive examples, as a dataset batched by STEP_BATCH gives them
-            bounds = np.cumsum([first, *sizes])
-            first = bounds[-1]
-            parts = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        records = []
+        for parts in _step_batches(x, y):
             batch_x, batch_y = (_per_replica(strategy, [part[i] for part in parts]) for i in (0, 1))
             model.set_weights(start)
-            returned = train_step(batch_x, batch_y)
+            returned = _returned_as_data(train_step(batch_x, batch_y))
             copies = [[np.asarray(c.numpy(), dtype="float64") for c in strategy.experimental_local_results(v)]
                       for v in model.weights]
-            records.append({"sizes": [len(py) for _, py in parts], "returned": returned, "copies": copies,
-                            "start": start, **_step_expected(start, parts)})
+            records.append({"returned": returned, "copies": copies})
     return records
+
+
+def _returned_as_data(value):
+    """What train_step returned, as data: None, a float64 array of at most 64 numbers, {"shape": [...]} for more,
+    or {"type": name} for a PerReplica value or a value that is no array of numbers."""
+    import numpy as np
+
+    if value is None:
+        return None
+    if hasattr(value, "values") and type(value).__name__ == "PerReplica":
+        return {"type": "PerReplica"}
+    try:
+        array = np.asarray(value, dtype="float64")
+    except Exception:
+        return {"type": type(value).__name__}
+    return array if array.size <= 64 else {"shape": list(array.shape)}
 
 
 def _per_replica(strategy, values):
@@ -199,12 +224,14 @@ def _same_mistake(first, diagnosis, replicas, fixed):
     return False
 
 
-_COUNT_IT = ("Count the examples of the whole step, over all replicas: inside the replica function "
-             "examples = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, "
-             "tf.shape(labels)[0]), then tf.nn.compute_average_loss(per_example_loss, global_batch_size=examples).")
+def _reference_count_it():
+    """The fix of 2.4's loss scaling, in words (given away only after a wrong try)."""
+    return ("Count the examples of the whole step, over all replicas: inside the replica function "
+            "examples = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, "
+            "tf.shape(labels)[0]), then tf.nn.compute_average_loss(per_example_loss, global_batch_size=examples).")
 
 
-def _explain_change(fb, diagnosis, record, replicas, fixed, first):
+def _judge_explain_change(fb, diagnosis, record, replicas, fixed, first):
     """One ✗ line about one batch's change. ``first`` is the diagnosis of the full batch (None for the full batch)."""
     what = "the full batch" if first is None else "the last batch"
     head = f"{what} of {sum(record['sizes'])} examples (split {', '.join(map(str, record['sizes']))}):"
@@ -222,12 +249,12 @@ def _explain_change(fb, diagnosis, record, replicas, fixed, first):
                  f"model and optimizer)?")
     elif fixed == 1 or (kind == "scaled" and _close_to(diagnosis[1], sum(record["sizes"]))):
         fb.wrong(f"{head} every variable changed {diagnosis[1]:.3g}x as much as in one step on one device: the loss "
-                 f"is the SUM over the examples, not their mean.", answer=_COUNT_IT)
+                 f"is the SUM over the examples, not their mean.", answer=_reference_count_it())
     elif (kind in ("scaled", "weighted")) and _close_to(diagnosis[1], replicas):
         fb.wrong(f"{head} every variable changed {replicas}x as much as in one step on one device: each replica "
                  f"divided its loss by its OWN batch, and the strategy SUMS the {replicas} replicas' gradients "
                  f"(the chapter's 'why the loss is divided by the global batch size').",
-                 answer=_COUNT_IT)
+                 answer=_reference_count_it())
     elif kind == "scaled" and _close_to(diagnosis[1], 1 / replicas):
         fb.wrong(f"{head} every variable changed 1/{replicas} as much as in one step on one device: the loss was "
                  f"divided by the whole batch AND the gradients averaged over the {replicas} replicas (ReduceOp.MEAN, "
@@ -235,12 +262,12 @@ def _explain_change(fb, diagnosis, record, replicas, fixed, first):
                  answer="Sum the replicas' gradients: apply_gradients does it by default (or all-reduce with "
                         "ReduceOp.SUM).")
     elif fixed is not None:
-        which = (f", this notebook's batch size" if fixed == STEP_NOTEBOOK_BATCH else
-                 f", the size of the checker's full batch" if fixed == STEP_BATCH else "")
+        which = (", this notebook's batch size" if fixed == STEP_NOTEBOOK_BATCH else
+                 ", the size of the checker's full batch" if fixed == STEP_BATCH else "")
         fb.wrong(f"{head} every variable changed {diagnosis[1]:.3g}x as much as in one step on one device: your step "
                  f"divides the summed loss by {fixed}{which}, whatever batch it gets. The checker's batches have "
                  f"{STEP_BATCH} and {STEP_EXAMPLES - STEP_BATCH} examples: the divisor must come from the batch the "
-                 f"step receives.", answer=_COUNT_IT)
+                 f"step receives.", answer=_reference_count_it())
     elif kind == "weighted" and _close_to(diagnosis[1], 1):
         small = min(size for size in record["sizes"] if size)
         fb.wrong(f"{head} each replica divided its summed loss by its own batch x {replicas}, which is the number "
@@ -248,14 +275,14 @@ def _explain_change(fb, diagnosis, record, replicas, fixed, first):
                  f"last replica count {max(record['sizes']) / small:.3g}x as much as the others'. "
                  f"(tf.nn.compute_average_loss without global_batch_size assumes equal shares, and so does averaging "
                  f"the replicas' mean gradients.)",
-                 answer=_COUNT_IT)
+                 answer=_reference_count_it())
     elif kind == "scaled" and first is not None and _close_to(diagnosis[1] * STEP_BATCH, sum(record["sizes"])):
         fb.wrong(f"{head} it was divided by {STEP_BATCH}, the size of the full batches, not by its own "
-                 f"{sum(record['sizes'])} examples.", answer=_COUNT_IT)
+                 f"{sum(record['sizes'])} examples.", answer=_reference_count_it())
     elif kind in ("scaled", "weighted"):
         fb.wrong(f"{head} every variable changed {diagnosis[1]:.3g}x as much as it should"
                  + (" (with each replica's examples weighted by its own batch)" if kind == "weighted" else "") + ".",
-                 answer=_COUNT_IT)
+                 answer=_reference_count_it())
     else:
         names = "every variable" if len(diagnosis[1]) == len(STEP_VARIABLES) else ", ".join(diagnosis[1])
         fb.wrong(f"{head} {names} changed otherwise than in one SGD step (learning rate {STEP_RATE}) on one "
@@ -263,23 +290,24 @@ def _explain_change(fb, diagnosis, record, replicas, fixed, first):
 
 
 def _returned_loss(value):
-    """What train_step returned, as a float; raises _StepAnswerError with what is wrong."""
+    """What train_step returned (as _returned_as_data gives it), as a float; raises _StepAnswerError with what is
+    wrong."""
     import numpy as np
 
     if value is None:
         raise _StepAnswerError("train_step returned None; it should return the mean loss of the batch.")
-    if hasattr(value, "values") and type(value).__name__ == "PerReplica":
-        raise _StepAnswerError(f"train_step returned a PerReplica value (one loss per replica); combine them into the "
-                               f"loss of the whole batch with strategy.reduce(..., axis=None).")
-    try:
-        array = np.asarray(value, dtype="float64")
-    except Exception:
-        raise _StepAnswerError(f"train_step returned a {type(value).__name__}; it should return one number, the mean "
-                               f"loss of the batch.") from None
-    if array.size != 1:
-        raise _StepAnswerError(f"train_step returned {array.size} numbers (shape {list(array.shape)}); it should "
+    if isinstance(value, dict) and value.get("type") == "PerReplica":
+        raise _StepAnswerError("train_step returned a PerReplica value (one loss per replica); combine them into the "
+                               "loss of the whole batch with strategy.reduce(..., axis=None).")
+    if isinstance(value, dict) and "type" in value:
+        raise _StepAnswerError(f"train_step returned a {value['type']}; it should return one number, the mean "
+                               f"loss of the batch.")
+    shape = [int(n) for n in value["shape"]] if isinstance(value, dict) else list(np.shape(value))
+    size = int(np.prod(shape))
+    if size != 1:
+        raise _StepAnswerError(f"train_step returned {size} numbers (shape {shape}); it should "
                                f"return one, the mean loss of the batch.")
-    return float(array.ravel()[0])
+    return float(np.asarray(value, dtype="float64").ravel()[0])
 
 
 def _grade_returned_loss(fb, records, replicas):
@@ -324,22 +352,39 @@ class DistributedStep(Exercise):
         "tf.shape(labels)[0]); loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=examples).",
     )
 
-    def grade(self, make_train_step):
-        fb = Feedback()
+    def collect(self, make_train_step, seed=0):
+        """Runs ``make_train_step`` on the checker's strategy, model and optimizer, then its train_step on the two
+        batches drawn from ``seed``. What crosses, one of: {"not callable": type name}; {"problem": what is wrong,
+        in the checker's words}; {"raised": one line about the error train_step raised, "text": the error's text
+        (cut)}; {"records": per batch, {"returned": what train_step returned (see _returned_as_data), "copies":
+        per variable, its value on each replica after the step}}."""
         if not callable(make_train_step):
-            fb.wrong(f"make_train_step should be a function (strategy, model, optimizer) -> train_step, got "
-                     f"{type(make_train_step).__name__}.")
-            return fb
+            return {"not callable": type(make_train_step).__name__}
         try:
-            records = _run_train_step(make_train_step)
+            return {"records": _run_train_step(make_train_step, seed)}
         except _StepAnswerError as err:
-            fb.wrong(str(err))
-            return fb
+            return {"problem": str(err)}
         except Exception as err:
-            fb.wrong(f"train_step raised {_last_error(err)}" + _step_error_hint(str(err)),
-                     answer=_step_error_answer(str(err)))
+            text = str(err)
+            return {"raised": _last_error(err), "text": text if len(text) <= 12_000 else text[:6000] + text[-6000:]}
+
+    def judge(self, data, seed=0):
+        """Grades the data of :meth:`collect`: each batch's variables against one SGD step on one device with the
+        whole batch of ``seed``, and what train_step returned against that batch's mean loss."""
+        fb = Feedback()
+        if "not callable" in data:
+            fb.wrong(f"make_train_step should be a function (strategy, model, optimizer) -> train_step, got "
+                     f"{data['not callable']}.")
             return fb
-        replicas = len(records[0]["sizes"])
+        if "problem" in data:
+            fb.wrong(str(data["problem"]))
+            return fb
+        if "raised" in data:
+            text = str(data["text"])
+            fb.wrong(f"train_step raised {data['raised']}" + _step_error_hint(text), answer=_judge_step_error_answer(text))
+            return fb
+        records = self._judge_records(data["records"], seed)
+        replicas = STEP_REPLICAS
         diagnoses = [_diagnose_change(r) for r in records]
         fixed = _fixed_divisor(diagnoses, records)
         for index, (diagnosis, record, points) in enumerate(zip(diagnoses, records, (2, 1))):
@@ -349,9 +394,36 @@ class DistributedStep(Exercise):
                          f"over {replicas} replicas): every variable changed as in one SGD step on one device with "
                          f"the whole batch", points=points)
             else:
-                _explain_change(fb, diagnosis, record, replicas, fixed, None if index == 0 else diagnoses[0])
+                _judge_explain_change(fb, diagnosis, record, replicas, fixed, None if index == 0 else diagnoses[0])
         _grade_returned_loss(fb, records, replicas)
         return fb
+
+    @staticmethod
+    def _judge_records(collected, seed):
+        """The collected records, checked for shape, with the sizes, starting weights and what one device expects
+        for the batches of ``seed``. Raises ValueError on records of another shape."""
+        import numpy as np
+
+        x, y, start = _step_data(seed)
+        batches = _step_batches(x, y)
+        if type(collected) is not list or len(collected) != len(batches):
+            raise ValueError(f"{len(batches)} batch records expected")
+        records = []
+        for record, parts in zip(collected, batches):
+            copies = record["copies"]
+            if type(copies) is not list or len(copies) != len(start):
+                raise ValueError(f"{len(start)} variables expected")
+            checked = []
+            for variable, value in zip(copies, start):
+                if type(variable) is not list or len(variable) != STEP_REPLICAS:
+                    raise ValueError(f"{STEP_REPLICAS} copies of each variable expected")
+                arrays = [np.asarray(c, dtype="float64") for c in variable]
+                if any(a.shape != value.shape for a in arrays):
+                    raise ValueError("a variable's copy has another shape than the variable")
+                checked.append(arrays)
+            records.append({"sizes": [len(py) for _, py in parts], "returned": record["returned"], "copies": checked,
+                            "start": start, **_reference_step_expected(start, parts)})
+        return records
 
 
 def _last_error(err):
@@ -387,7 +459,7 @@ def _step_error_hint(text):
             f"batches distributed by that strategy.")
 
 
-def _step_error_answer(text):
+def _judge_step_error_answer(text):
     if "loss reduction" in text or "Reduction.NONE" in text:
         return ("Create it as tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, "
                 "reduction=tf.keras.losses.Reduction.NONE).")

@@ -4,11 +4,6 @@ import json
 from .answers import as_bool_list, grade_items, is_placeholder
 from .core import Exercise, Feedback, chapter
 
-MWMS_WORKERS = ["localhost:12345", "localhost:12346", "localhost:12347"]
-MWMS = {"cluster": {"worker": MWMS_WORKERS}, "task": {"type": "worker", "index": 2}}
-PS_CLUSTER = {"chief": ["localhost:20000"], "worker": ["localhost:20001", "localhost:20002"],
-              "ps": ["localhost:20003"]}
-PS = {"cluster": PS_CLUSTER, "task": {"type": "ps", "index": 0}}
 # Optional top-level keys of TF_CONFIG that TensorFlow also reads: TFConfigClusterResolver reads 'rpc_layer' and
 # 'session_master' (tfconfig_cluster_resolver.py), the older distribute coordinator 'environment'.
 OPTIONAL_KEYS = ("rpc_layer", "session_master", "environment")
@@ -117,6 +112,19 @@ def grade_tf_config(tf_config, expected, task_words):
     return fb
 
 
+def _reference_worker_config():
+    """Exercise 1's answer: the TF_CONFIG (as a dict) of the third of three MultiWorkerMirroredStrategy workers."""
+    return {"cluster": {"worker": ["localhost:12345", "localhost:12346", "localhost:12347"]},
+            "task": {"type": "worker", "index": 2}}
+
+
+def _reference_ps_config():
+    """Exercise 2's answer: the TF_CONFIG (as a dict) of the parameter server of a ParameterServerStrategy job."""
+    return {"cluster": {"chief": ["localhost:20000"], "worker": ["localhost:20001", "localhost:20002"],
+                        "ps": ["localhost:20003"]},
+            "task": {"type": "ps", "index": 0}}
+
+
 class WorkerConfig(Exercise):
     title = "TF_CONFIG for a multi-worker task"
     points = 2
@@ -127,7 +135,7 @@ class WorkerConfig(Exercise):
     )
 
     def grade(self, tf_config):
-        return grade_tf_config(tf_config, MWMS, "the third worker")
+        return grade_tf_config(tf_config, _reference_worker_config(), "the third worker")
 
 
 class ParameterServerConfig(Exercise):
@@ -140,31 +148,41 @@ class ParameterServerConfig(Exercise):
     )
 
     def grade(self, tf_config):
-        return grade_tf_config(tf_config, PS, "the parameter server")
+        return grade_tf_config(tf_config, _reference_ps_config(), "the parameter server")
 
 
-FAULTS = {"stop_signal": "SIGKILL", "restores": "B", "peer_killed": "B"}
-FAULT_WHY = {
-    ("stop_signal", "SIGTERM"): "once a MultiWorkerMirroredStrategy worker has built its strategy, TensorFlow's "
-                                "preemption notifier catches SIGTERM and the process keeps running (chapter 3 showed "
-                                "terminate() failing).",
-    ("stop_signal", "SIGINT"): "SIGINT (Ctrl-C) can be caught and handled like SIGTERM.",
-    ("restores", "A"): "BackupAndRestore saves a full training checkpoint, not only the weights.",
-    ("restores", "C"): "it does not save the position inside the dataset iterator: with save_freq='epoch' the "
-                       "interrupted epoch is run again from its start.",
-    ("restores", "D"): "fit() restores automatically when it starts and finds a backup in backup_dir (and deletes "
-                       "the backup when training finishes).",
-    ("peer_killed", "A"): "synchronous training needs every worker in every all-reduce; the survivor cannot go on "
-                          "alone.",
-    ("peer_killed", "C"): "only at START-UP does a worker wait for a missing peer with no time limit; a collective "
-                          "in the middle of training notices a lost peer.",
-}
-FAULT_ANSWERS = {
-    "stop_signal": "Only SIGKILL cannot be caught or ignored.",
-    "restores": "It restores the weights, the optimizer's state and the epoch (or step) counter.",
-    "peer_killed": "The survivor's collective fails with an error (UnavailableError when TensorFlow notices the lost "
-                   "peer) instead of waiting for it; restart the job.",
-}
+def _reference_faults():
+    """Exercise 3's answer."""
+    return {"stop_signal": "SIGKILL", "restores": "B", "peer_killed": "B"}
+
+
+def _reference_fault_why():
+    """Why the typical wrong answers of exercise 3 are wrong (together they rule the other choices out)."""
+    return {
+        ("stop_signal", "SIGTERM"): "once a MultiWorkerMirroredStrategy worker has built its strategy, "
+                                    "TensorFlow's preemption notifier catches SIGTERM and the process keeps running "
+                                    "(chapter 3 showed terminate() failing).",
+        ("stop_signal", "SIGINT"): "SIGINT (Ctrl-C) can be caught and handled like SIGTERM.",
+        ("restores", "A"): "BackupAndRestore saves a full training checkpoint, not only the weights.",
+        ("restores", "C"): "it does not save the position inside the dataset iterator: with save_freq='epoch' the "
+                           "interrupted epoch is run again from its start.",
+        ("restores", "D"): "fit() restores automatically when it starts and finds a backup in backup_dir (and deletes "
+                           "the backup when training finishes).",
+        ("peer_killed", "A"): "synchronous training needs every worker in every all-reduce; the survivor cannot go on "
+                              "alone.",
+        ("peer_killed", "C"): "only at START-UP does a worker wait for a missing peer with no time limit; a collective "
+                              "in the middle of training notices a lost peer.",
+    }
+
+
+def _reference_fault_answers():
+    """What exercise 3's right answers are, and why."""
+    return {
+        "stop_signal": "Only SIGKILL cannot be caught or ignored.",
+        "restores": "It restores the weights, the optimizer's state and the epoch (or step) counter.",
+        "peer_killed": "The survivor's collective fails with an error (UnavailableError when TensorFlow notices the "
+                       "lost peer) instead of waiting for it; restart the job.",
+    }
 
 
 def _normalize_signal(value):
@@ -201,35 +219,44 @@ class Faults(Exercise):
                            (_normalize_signal if k == "stop_signal" else _normalize_letter)(v))
                        for k, v in answers.items()}
 
+        fault_why, fault_answers = _reference_fault_why(), _reference_fault_answers()
+
         def explain(key, given, raw):
-            if (key, given) in FAULT_WHY:
-                return FAULT_WHY[(key, given)], FAULT_ANSWERS[key]
+            if (key, given) in fault_why:
+                return fault_why[(key, given)], fault_answers[key]
             if key == "stop_signal":
                 return f"{raw!r}: answer with a signal name such as 'SIGTERM' or 'SIGKILL'.", ""
             return f"{raw!r}: answer with one of the letters A, B, C, D.", ""
 
-        return grade_items(Feedback(), answers, FAULTS, explain, lambda v: v, "see the questions")
+        return grade_items(Feedback(), answers, _reference_faults(), explain, lambda v: v, "see the questions")
 
 
-STATEMENTS = [
-    ("ParameterServerStrategy is model parallelism: each worker trains a different part of the model.", False,
-     "It is data parallelism: every worker runs the whole model on its own batches; only the variables live on "
-     "(and may be sharded over) the parameter servers."),
-    ("With MultiWorkerMirroredStrategy all workers hold identical weights after every training step.", True,
-     "Every step all-reduces the gradients, so every worker applies the same update to the same weights."),
-    ("With ParameterServerStrategy, when one worker process is killed, training goes on with the others.", True,
-     "The ClusterCoordinator reschedules the lost worker's functions on the remaining workers (a killed "
-     "parameter server, however, fails the job with UnavailableError)."),
-    ("MultiWorkerMirroredStrategy needs Kubernetes (or another cluster manager) to find its peers.", False,
-     "Each process reads the cluster and its own role from TF_CONFIG; chapter 3 ran two workers on localhost "
-     "with nothing else."),
-    ("In asynchronous training a worker may compute its gradient from weights that other workers have updated "
-     "since it read them (a stale gradient).", True,
-     "Nobody waits for anybody, so updates from other workers can land between a worker's read and its write."),
-    ("Each process may list the workers in its own order, as long as its own task index points to itself.", False,
-     "Every process must get the identical, identically ordered cluster list: indices are positions in it."),
+STATEMENTS = [  # exercise 4's statements, as the notebook lists them
+    "ParameterServerStrategy is model parallelism: each worker trains a different part of the model.",
+    "With MultiWorkerMirroredStrategy all workers hold identical weights after every training step.",
+    "With ParameterServerStrategy, when one worker process is killed, training goes on with the others.",
+    "MultiWorkerMirroredStrategy needs Kubernetes (or another cluster manager) to find its peers.",
+    "In asynchronous training a worker may compute its gradient from weights that other workers have updated since "
+    "it read them (a stale gradient).",
+    "Each process may list the workers in its own order, as long as its own task index points to itself.",
 ]
 
+
+def _reference_statements():
+    """Exercise 4's answer: whether each statement of STATEMENTS is true, and why."""
+    return [
+        (False, "It is data parallelism: every worker runs the whole model on its own batches; only the variables "
+                "live on (and may be sharded over) the parameter servers."),
+        (True, "Every step all-reduces the gradients, so every worker applies the same update to the same weights."),
+        (True, "The ClusterCoordinator reschedules the lost worker's functions on the remaining workers (a killed "
+               "parameter server, however, fails the job with UnavailableError)."),
+        (False, "Each process reads the cluster and its own role from TF_CONFIG; chapter 3 ran two workers on "
+                "localhost with nothing else."),
+        (True, "Nobody waits for anybody, so updates from other workers can land between a worker's read and its "
+               "write."),
+        (False, "Every process must get the identical, identically ordered cluster list: indices are positions in "
+                "it."),
+    ]
 
 class SyncAsync(Exercise):
     title = "Synchronous versus asynchronous"
@@ -245,7 +272,7 @@ class SyncAsync(Exercise):
         values = as_bool_list(fb, statements, len(STATEMENTS), "statement", "True = the statement is true")
         if values is None:
             return fb
-        for i, (value, (_, truth, why)) in enumerate(zip(values, STATEMENTS), start=1):
+        for i, (value, (truth, why)) in enumerate(zip(values, _reference_statements()), start=1):
             if value is None:
                 fb.wrong(f"statement {i}: not answered yet (use True or False).")
             elif value == truth:
@@ -253,6 +280,14 @@ class SyncAsync(Exercise):
             else:
                 fb.wrong(f"statement {i}: think again.", answer=f"It is {truth}: {why}")
         return fb
+
+
+def _save_names(seed):
+    """The folder and file name of exercise 5's path, drawn from ``seed``: e.g. ("run_4821", "model_907.keras")."""
+    import random
+
+    rng = random.Random(seed)
+    return f"run_{rng.randrange(1000, 10000)}", f"model_{rng.randrange(100, 1000)}.keras"
 
 
 class SaveEverywhere(Exercise):
@@ -267,23 +302,40 @@ class SaveEverywhere(Exercise):
         "Decide with is_chief, and use task_id to keep the workers apart.",
     )
 
-    def grade(self, write_path):
+    def collect(self, write_path, seed=0):
+        """Calls ``write_path`` for the chief (task 0) and the non-chief workers 0, 1 and 2, with a path in a fresh
+        temporary folder whose folder and file names are drawn from ``seed``. What crosses: {"callable": False,
+        "type": type name}, or {"callable": True, "folder": the temporary folder, "paths": the four answers, each
+        None or the path as a string}. An error of ``write_path`` is the check's error."""
         from pathlib import Path
         from tempfile import TemporaryDirectory
 
-        fb = Feedback()
         if not callable(write_path):
-            fb.wrong("write_path must be the function write_path(path, is_chief, task_id), not "
-                     f"{type(write_path).__name__}.")
-            return fb
+            return {"callable": False, "type": type(write_path).__name__}
         with TemporaryDirectory() as folder:  # a real folder, in case the function creates its own
-            path = Path(folder) / "run" / "model.keras"
+            path = Path(folder).joinpath(*_save_names(seed))
 
             def where(is_chief, task_id):
                 got = write_path(path, is_chief, task_id)
-                return None if got is None else Path(got)
+                return None if got is None else str(Path(got))
 
-            chief, worker0, worker1, worker2 = where(True, 0), where(False, 0), where(False, 1), where(False, 2)
+            return {"callable": True, "folder": folder,
+                    "paths": [where(True, 0), where(False, 0), where(False, 1), where(False, 2)]}
+
+    def judge(self, data, seed=0):
+        """Grades the paths of :meth:`collect`, against the path of ``seed`` in the folder it names."""
+        from pathlib import Path
+
+        fb = Feedback()
+        if not data["callable"]:
+            fb.wrong("write_path must be the function write_path(path, is_chief, task_id), not "
+                     f"{data['type']}.")
+            return fb
+        if type(data["folder"]) is not str or type(data["paths"]) is not list or len(data["paths"]) != 4 or \
+                not all(p is None or type(p) is str for p in data["paths"]):
+            raise ValueError("the paths are not four strings or None")
+        path = Path(data["folder"]).joinpath(*_save_names(seed))
+        chief, worker0, worker1, worker2 = (None if p is None else Path(p) for p in data["paths"])
         if None in (worker0, worker1, worker2):  # the save as handed out: nothing about it works, so no points
             fb.wrong("A non-chief worker gets None, so it skips the save: the chief then waits in the save's "
                      "all-reduce for a peer that never joins: the job hangs, or fails with a collective error.",

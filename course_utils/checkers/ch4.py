@@ -139,12 +139,13 @@ class PackByHand(Exercise):
 
 
 T_SHAPE = (8, 12)
-SHARDS = {
-    "a": (["batch", UNSHARDED], (2, 12), 2),
-    "b": ([UNSHARDED, "model"], (8, 6), 4),
-    "c": (["model", "batch"], (4, 3), 1),
-    "d": ([UNSHARDED, UNSHARDED], (8, 12), 8),
-}
+SHARD_LAYOUTS = {"a": ["batch", UNSHARDED], "b": [UNSHARDED, "model"], "c": ["model", "batch"],
+                 "d": [UNSHARDED, UNSHARDED]}  # exercise 3's layouts of a T_SHAPE tensor on MESH
+
+
+def _reference_shards():
+    """Exercise 3's answer: the shard shape and the number of copies of each layout of SHARD_LAYOUTS."""
+    return {"a": ((2, 12), 2), "b": ((8, 6), 4), "c": ((4, 3), 1), "d": ((8, 12), 8)}
 
 
 class ShardShapes(Exercise):
@@ -159,14 +160,16 @@ class ShardShapes(Exercise):
         fb = Feedback()
         for name, answer in (("shard_shapes", shard_shapes), ("copies", copies)):
             if not isinstance(answer, dict):
-                fb.wrong(f"{name}: give a dict with the keys {list(SHARDS)}, not a {type(answer).__name__}.")
-            elif sorted(answer) != sorted(SHARDS):
-                fb.wrong(f"{name}: the keys are {list(SHARDS)}, got {sorted(answer)}.")
+                fb.wrong(f"{name}: give a dict with the keys {list(SHARD_LAYOUTS)}, not a {type(answer).__name__}.")
+            elif sorted(answer) != sorted(SHARD_LAYOUTS):
+                fb.wrong(f"{name}: the keys are {list(SHARD_LAYOUTS)}, got {sorted(answer)}.")
         if not isinstance(shard_shapes, dict) or not isinstance(copies, dict):
             return fb
         sizes = dict(MESH)
         swapped_sizes = {"batch": sizes["model"], "model": sizes["batch"]}
-        for key, (layout_specs, shape, copy) in SHARDS.items():
+        shards = _reference_shards()
+        for key, layout_specs in SHARD_LAYOUTS.items():
+            shape, copy = shards[key]
             raw_shape, raw_copies = shard_shapes.get(key), copies.get(key)
             if is_placeholder(raw_shape) and is_placeholder(raw_copies):
                 fb.wrong(f"{key}: not answered yet.")
@@ -194,25 +197,42 @@ class ShardShapes(Exercise):
         return fb
 
 
-MATMULS = {  # case: (x's layout @ w's layout, the collective DTensor runs (measured in the tests), why)
-    "a": ("x ['batch', U] @ w [U, U]", "none",
-          "x is split by rows and w is replicated: each device multiplies its own rows of x by the whole w and "
-          "gets its own rows of y. No communication."),
-    "b": ("x ['batch', U] @ w [U, 'model']", "none",
-          "each device has its rows of x with the whole contracted axis, and its columns of w: it computes its "
-          "own block of y, laid out ['batch', 'model']. No communication."),
-    "c": ("x ['batch', 'model'] @ w ['model', U]", ("all-reduce", "model"),
-          "both operands split the CONTRACTED axis over 'model': each device computes only part of every dot "
-          "product, and the partial sums are added across 'model': an all-reduce over 'model'."),
-    "d": ("x ['batch', U] @ w ['model', U]", ("all-reduce", "model"),
-          "only w splits the contracted axis: DTensor takes the matching columns of x on each device (no "
-          "communication for that), multiplies, and adds the partial sums: an all-reduce over 'model'."),
-    "e": ("x ['batch', 'model'] @ w [U, 'model']", ("all-gather", "model"),
-          "x splits the contracted axis but w needs it whole (w is split on its output columns instead): x's "
-          "feature blocks are first gathered across 'model' (an all-gather), then each device multiplies locally."),
+MATMUL_CASES = {  # exercise 4's cases: x's layout @ w's layout
+    "a": "x ['batch', U] @ w [U, U]",
+    "b": "x ['batch', U] @ w [U, 'model']",
+    "c": "x ['batch', 'model'] @ w ['model', U]",
+    "d": "x ['batch', U] @ w ['model', U]",
+    "e": "x ['batch', 'model'] @ w [U, 'model']",
 }
-# Case d has a second plan that gives the right y: gather w whole along k. DTensor does not run it.
-OTHER_PLANS = {"d": ("all-gather", "model")}
+
+
+def _reference_collectives():
+    """Exercise 4's answer: per case of MATMUL_CASES, the collective DTensor runs (measured in the tests), and why."""
+    return {
+        "a": ("none",
+              "x is split by rows and w is replicated: each device multiplies its own rows of x by the whole w and "
+              "gets its own rows of y. No communication."),
+        "b": ("none",
+              "each device has its rows of x with the whole contracted axis, and its columns of w: it computes its "
+              "own block of y, laid out ['batch', 'model']. No communication."),
+        "c": (("all-reduce", "model"),
+              "both operands split the CONTRACTED axis over 'model': each device computes only part of every dot "
+              "product, and the partial sums are added across 'model': an all-reduce over 'model'."),
+        "d": (("all-reduce", "model"),
+              "only w splits the contracted axis: DTensor takes the matching columns of x on each device (no "
+              "communication for that), multiplies, and adds the partial sums: an all-reduce over 'model'."),
+        "e": (("all-gather", "model"),
+              "x splits the contracted axis but w needs it whole (w is split on its output columns instead): x's "
+              "feature blocks are first gathered across 'model' (an all-gather), then each device multiplies "
+              "locally."),
+    }
+
+
+def _reference_other_plans():
+    """Case d has a second plan that gives the right y: gather w whole along k. DTensor does not run it."""
+    return {"d": ("all-gather", "model")}
+
+
 class WhichCollective(Exercise):
     title = "Which collective, over which mesh axis?"
     points = 5
@@ -230,13 +250,15 @@ class WhichCollective(Exercise):
         return only_ellipses(answer)
 
     def grade(self, collectives):
-        expected = {key: truth for key, (_, truth, _) in MATMULS.items()}
+        collectives_run = _reference_collectives()
+        expected = {key: truth for key, (truth, _) in collectives_run.items()}
+        other_plans = _reference_other_plans()
 
         def explain(key, given, raw):
-            case, truth, why = MATMULS[key]
+            case, (truth, why) = MATMUL_CASES[key], collectives_run[key]
             if given is None:
                 return (f"answer 'none' (or None, []) or a pair such as ('all-reduce', 'batch'), got {raw!r}.", "")
-            if given == OTHER_PLANS.get(key):
+            if given == other_plans.get(key):
                 return (f"{case}: gathering w whole along k is a plan that gives the right y, but it is not the one "
                         f"DTensor runs. DTensor moves no operand it can avoid moving: what can each device do with "
                         f"the columns of x it already holds? (Check with collectives_run_by.)", why)
@@ -259,7 +281,7 @@ COST_LAYOUTS = {"a": (["batch", UNSHARDED], [UNSHARDED, UNSHARDED]),  # data par
                 "b": (["batch", UNSHARDED], [UNSHARDED, "model"])}   # w split on its output columns
 
 
-def layout_costs():
+def _reference_layout_costs():
     """{"a_held": ..., "a_sent": ..., "b_held": ..., "b_sent": ...}: w's bytes per device, backward bytes sent."""
     truth = {}
     for case, (x_specs, w_specs) in COST_LAYOUTS.items():
@@ -283,7 +305,7 @@ class LayoutCost(Exercise):
     )
 
     def grade(self, costs):
-        truth = layout_costs()
+        truth = _reference_layout_costs()
 
         def explain(key, given, raw):
             right = truth[key]
@@ -301,7 +323,7 @@ class LayoutCost(Exercise):
                 return "w's block on one device, times 4 bytes.", ""
             if given * 2 == right:
                 return ("an all-reduce sends 2 (n-1)/n · B per device (a reduce-scatter, then an "
-                        f"all-gather), not (n-1)/n · B.", "")
+                        "all-gather), not (n-1)/n · B.", "")
             if key == "b_sent" and given < right:
                 return ("the backward pass of (b) runs two all-reduces: dw over 'batch' and dx over "
                         "'model'. Add both.", "")

@@ -1,4 +1,10 @@
-"""Chapter 4 · the build-and-measure exercise: a product built to a memory budget (exercise 6)."""
+"""Chapter 4 · the build-and-measure exercise: a product built to a memory budget (exercise 6).
+
+``collect`` calls the learner's ``sharded_product`` on the three cases with x and w drawn from the
+check's seed and sends what it returned; ``judge`` measures the checker's own product for the layouts
+it got (``_reference_measure``), prices the layouts within the budget (``reference_cheapest_layouts``)
+and compares y with NumPy's x @ w for the same seed.
+"""
 import math
 
 from .answers import (UNSHARDED, as_collective, global_numpy, layout_of, logical_cpus, mesh_dims, quiet_tensorflow,
@@ -35,7 +41,7 @@ def _runs_text(pairs):
                         for kind, axes in pairs) or "no collective"
 
 
-def cheapest_layouts(case):
+def reference_cheapest_layouts(case):
     """The fewest bytes one device sends in the forward product among the layouts that fit the case's budget,
     and the layouts ``[(x specs, w specs), ...]`` that send that few.
 
@@ -67,11 +73,12 @@ def _case_mesh(dims):
     return dtensor.create_mesh(list(dims), devices=cpus[:size])
 
 
-def _case_data(case):
+def _case_data(case, seed=0):
+    """x and w of a case, drawn from the check's seed (float32)."""
     import numpy as np
 
     name, _, x_shape, w_shape, _ = case
-    rng = np.random.default_rng(ord(name))
+    rng = np.random.default_rng([seed, ord(name)])
     return rng.standard_normal(x_shape).astype("float32"), rng.standard_normal(w_shape).astype("float32")
 
 
@@ -83,7 +90,7 @@ def _product():
     return _PRODUCT[0]
 
 
-def _measure(case, mesh, x_specs, w_specs):
+def _reference_measure(case, mesh, x_specs, w_specs):
     """What the checker's own run of x @ w (in a tf.function) shows for these layouts, measured once per case.
 
     Returns a dict: ``held`` (the most bytes of w one device holds, ``bytes_per_device``), ``y_specs`` and
@@ -157,91 +164,52 @@ def _as_layout(raw, mesh, name):
     return layout
 
 
-def _run_case(sharded_product, case):
-    """Call the learner's function on one case and judge what it returned; a dict of findings."""
-    from ..packing import check_fits
+def _collect_case(sharded_product, case, seed):
+    """Call the learner's function on one case; what it gave, as plain data (nothing is judged here).
 
-    _, dims, x_shape, w_shape, budget = case
-    found = {"case": case}
+    A dict with ``mesh`` (the Mesh passed) and either ``error`` and ``error_text`` (the exception, short
+    and in full, when the function raised), ``returned`` (the type and start of a result that is not
+    four values) or ``y``, ``x_layout``, ``w_layout`` and ``collective`` as the function returned them.
+    """
+    _, dims, _, _, budget = case
     mesh = _case_mesh(dims)
-    x, w = _case_data(case)
+    x, w = _case_data(case, seed)
+    found = {"mesh": mesh}
     try:
         out = sharded_product(mesh, x.copy(), w.copy(), budget)
     except Exception as err:
-        raised = short_error(err, limit=260).split(" Input tensor is:")[0]  # not the DTensor's dump
-        found["error"] = f"your function raised {raised}{'' if raised.endswith('.') else '.'}"
-        text = str(err).lower()
-        if "divid" in text and "'batch'" in text and "'model'" not in text:
-            found["error"] += (f" The mesh the checker passes has 'batch' of size {dict(dims)['batch']}, which "
-                               f"divides x's {x_shape[0]} examples: are your layouts on that mesh?")
-        elif "divid" in text:
-            model = dict(dims)["model"]
-            undivided = [f"{what}'s {shape[axis]} {axis_name}" for what, shape, axis, axis_name in
-                         (("x", x_shape, 1, "columns"), ("w", w_shape, 0, "rows"), ("w", w_shape, 1, "columns"))
-                         if shape[axis] % model]
-            here = f": here 'model' (size {model}) does not divide {' or '.join(undivided)}" if undivided else ""
-            found["error"] += (f" A sharded axis must be divisible by the size of its mesh axis, on the mesh the "
-                               f"checker passes{here}. Look at the sizes before you choose which axis to split.")
-        elif "non-replicated" in text:
-            found["error"] += (" Only a replicated DTensor has one value that .numpy() can return: return the "
-                               "DTensor y itself (the checker gathers its global value).")
+        found["error"] = short_error(err, limit=260).split(" Input tensor is:")[0]  # not the DTensor's dump
+        found["error_text"] = " ".join(str(err).split())[:20000]
         return found
     if isinstance(out, dict) and all(key in out for key in RESULT_KEYS):
         out = [out[key] for key in RESULT_KEYS]
     if not isinstance(out, (list, tuple)) or len(out) != 4:
-        found["error"] = (f"your function returned {type(out).__name__} {out!r:.80}; return four values: "
-                          f"y, x_layout, w_layout, collective.")
+        found["returned"] = f"{type(out).__name__} {out!r:.80}"
         return found
-    y, x_raw, w_raw, found["prediction"] = out
-    try:
-        x_layout, w_layout = _as_layout(x_raw, mesh, "x_layout"), _as_layout(w_raw, mesh, "w_layout")
-        check_fits(x_shape, x_layout)
-        check_fits(w_shape, w_layout)
-    except ValueError as err:
-        found["error"] = str(err)
-        return found
-    x_specs, w_specs = specs(x_layout), specs(w_layout)
-    try:
-        run = _measure(case, mesh, x_specs, w_specs)
-    except Exception as err:
-        found["error"] = f"x {_specs_text(x_specs)} @ w {_specs_text(w_specs)} fails on the mesh: {short_error(err)}"
-        return found
-    found.update(x_specs=x_specs, w_specs=w_specs, run=run)
-    found["value"] = _judge_y(y, mesh, run, x.astype("float64") @ w.astype("float64"))
+    found.update(zip(RESULT_KEYS, out))
     return found
 
 
-def _judge_y(y, mesh, run, want):
-    """None when y is the DTensor of x @ w that the returned layouts give (or its replicated copy), else why not."""
-    import numpy as np
-
-    layout = layout_of(y) if hasattr(y, "dtype") else None
-    if layout is None:
-        if isinstance(y, (list, tuple)) and y and all(hasattr(piece, "shape") for piece in y):
-            return (f"y is a list of {len(y)} per-device blocks; return the DTensor the product gave (the checker "
-                    f"gathers its global value itself).")
-        try:
-            value = global_numpy(y)
-        except Exception:
-            return f"y should be the DTensor your product returned, not {type(y).__name__}."
-        if tuple(value.shape) == run["block"] and run["block"] != want.shape:
-            return (f"y has shape {tuple(value.shape)}: one device's block of x @ w {want.shape}, not the whole "
-                    f"product. A sharded result is whole on no single device; return the DTensor y and let the "
-                    f"checker gather it.")
-        return ("y is a host value, not the DTensor your product returned on the mesh: return y itself "
-                "(the checker gathers its global value).")
-    if layout.mesh != mesh:
-        return f"y lives on a mesh {mesh_text(mesh_dims(layout.mesh))}, not on the mesh the checker passed."
-    if specs(layout) != run["y_specs"] and not layout.is_fully_replicated():
-        return (f"y's layout {_specs_text(specs(layout))} is not the layout x_layout @ w_layout gives "
-                f"({_specs_text(run['y_specs'])}): return the layouts you placed x and w with.")
-    value = global_numpy(y)
-    if value.shape != want.shape:
-        return f"y has shape {value.shape}; x @ w has shape {want.shape}."
-    if not np.allclose(value, want, rtol=1e-4, atol=1e-4):
-        return (f"y's global value differs from x @ w (by up to {np.max(np.abs(value - want)):.3g}): check how x and w "
-                f"were placed (dtensor.pack wants one block per device, in the mesh's device order).")
-    return None
+def _raised_text(raised, text, case):
+    """What the checker says about an exception of the learner's function (``text``: its whole message)."""
+    _, dims, x_shape, w_shape, _ = case
+    said = f"your function raised {raised}{'' if raised.endswith('.') else '.'}"
+    text = text.lower()
+    if "divid" in text and "'batch'" in text and "'model'" not in text:
+        said += (f" The mesh the checker passes has 'batch' of size {dict(dims)['batch']}, which "
+                 f"divides x's {x_shape[0]} examples: are your layouts on that mesh?")
+    elif "divid" in text:
+        model = dict(dims)["model"]
+        undivided = [f"{what}'s {shape[axis]} {axis_name}" for what, shape, axis, axis_name in
+                     (("x", x_shape, 1, "columns"), ("w", w_shape, 0, "rows"), ("w", w_shape, 1, "columns"))
+                     if shape[axis] % model]
+        here = f": here 'model' (size {model}) does not divide {' or '.join(undivided)}" if undivided else ""
+        said += (f" A sharded axis must be divisible by the size of its mesh axis, on the mesh the "
+                 f"checker passes{here}. Look at the sizes before you choose which axis to split.")
+    elif "non-replicated" in text:
+        said += (" Only a replicated DTensor has one value that .numpy() can return: return the "
+                 "DTensor y itself (the checker gathers its global value).")
+    return said
 
 
 def _prediction_hint(found):
@@ -279,9 +247,9 @@ def _prediction_hint(found):
     return f"{case}: you predicted {_runs_text(given)} for {product}; the run differs.", reveal
 
 
-def _communication_hint(found):
+def _judge_communication_hint(found):
     """(what is wrong, the answer) when the product sends more than a layout within the budget needs."""
-    least, cheapest = cheapest_layouts(found["case"])
+    least, cheapest = reference_cheapest_layouts(found["case"])
     run, x_specs, w_specs = found["run"], found["x_specs"], found["w_specs"]
     if run["sent"] <= least * (1 + 1e-9):
         return None
@@ -319,14 +287,100 @@ class BudgetProduct(Exercise):
         "from a whole x) by its rows of w, and the partial sums are added over 'model'. Nothing is gathered.",
     )
 
-    def grade(self, sharded_product):
-        fb = Feedback()
+    def collect(self, sharded_product, seed=0):
+        """Run ``sharded_product`` on the three cases, x and w drawn from ``seed``.
+
+        Crosses: ``{"callable": False, "type": name}`` for an answer that is not a function, else
+        ``{"callable": True, "cases": [...]}`` with one dict per case of :data:`BUDGET_CASES`, in order: the Mesh
+        passed and what the function returned or raised (see :func:`_collect_case`; DTensors, Layouts, lists
+        of specs and predictions cross as data).
+        """
         if not callable(sharded_product):
+            return {"callable": False, "type": type(sharded_product).__name__}
+        with quiet_tensorflow():
+            return {"callable": True, "cases": [_collect_case(sharded_product, case, seed) for case in BUDGET_CASES]}
+
+    def _judge_case(self, given, case, seed):
+        """The findings of one case from what collect sent: the checker runs its own product for the layouts
+        given (``_reference_measure``) and compares y with NumPy's x @ w for ``seed``."""
+        from tensorflow.experimental import dtensor
+
+        from ..packing import check_fits
+
+        _, dims, x_shape, w_shape, _ = case
+        mesh, found = given["mesh"], {"case": case}
+        if not isinstance(mesh, dtensor.Mesh) or mesh_dims(mesh) != [tuple(dim) for dim in dims]:
+            raise ValueError(f"the data of case {case[0]} names another mesh")
+        if "error" in given:
+            found["error"] = _raised_text(str(given["error"]), str(given.get("error_text", "")), case)
+            return found
+        if "returned" in given:
+            found["error"] = (f"your function returned {str(given['returned'])[:120]}; return four values: "
+                              f"y, x_layout, w_layout, collective.")
+            return found
+        y, x_raw, w_raw, found["prediction"] = (given[key] for key in RESULT_KEYS)
+        try:
+            x_layout, w_layout = _as_layout(x_raw, mesh, "x_layout"), _as_layout(w_raw, mesh, "w_layout")
+            check_fits(x_shape, x_layout)
+            check_fits(w_shape, w_layout)
+        except ValueError as err:
+            found["error"] = str(err)
+            return found
+        x_specs, w_specs = specs(x_layout), specs(w_layout)
+        try:
+            run = _reference_measure(case, mesh, x_specs, w_specs)
+        except Exception as err:
+            found["error"] = (f"x {_specs_text(x_specs)} @ w {_specs_text(w_specs)} fails on the mesh: "
+                              f"{short_error(err)}")
+            return found
+        found.update(x_specs=x_specs, w_specs=w_specs, run=run)
+        x, w = _case_data(case, seed)
+        found["value"] = self._judge_y(y, mesh, run, x.astype("float64") @ w.astype("float64"))
+        return found
+
+    @staticmethod
+    def _judge_y(y, mesh, run, want):
+        """None when y is the DTensor of x @ w that the returned layouts give (or its replicated copy), else why not."""
+        import numpy as np
+
+        layout = layout_of(y) if hasattr(y, "dtype") else None
+        if layout is None:
+            if isinstance(y, (list, tuple)) and y and all(hasattr(piece, "shape") for piece in y):
+                return (f"y is a list of {len(y)} per-device blocks; return the DTensor the product gave (the checker "
+                        f"gathers its global value itself).")
+            try:
+                value = global_numpy(y)
+            except Exception:
+                return f"y should be the DTensor your product returned, not {type(y).__name__}."
+            if tuple(value.shape) == run["block"] and run["block"] != want.shape:
+                return (f"y has shape {tuple(value.shape)}: one device's block of x @ w {want.shape}, not the whole "
+                        f"product. A sharded result is whole on no single device; return the DTensor y and let the "
+                        f"checker gather it.")
+            return ("y is a host value, not the DTensor your product returned on the mesh: return y itself "
+                    "(the checker gathers its global value).")
+        if layout.mesh != mesh:
+            return f"y lives on a mesh {mesh_text(mesh_dims(layout.mesh))}, not on the mesh the checker passed."
+        if specs(layout) != run["y_specs"] and not layout.is_fully_replicated():
+            return (f"y's layout {_specs_text(specs(layout))} is not the layout x_layout @ w_layout gives "
+                    f"({_specs_text(run['y_specs'])}): return the layouts you placed x and w with.")
+        value = global_numpy(y)
+        if value.shape != want.shape:
+            return f"y has shape {value.shape}; x @ w has shape {want.shape}."
+        if not np.allclose(value, want, rtol=1e-4, atol=1e-4):
+            return (f"y's global value differs from x @ w (by up to {np.max(np.abs(value - want)):.3g}): check how "
+                    f"x and w were placed (dtensor.pack wants one block per device, in the mesh's device order).")
+        return None
+
+    def judge(self, data, seed=0):
+        """Feedback on what :meth:`collect` sent: per case the error or the layouts, y and the prediction."""
+        fb = Feedback()
+        if not data["callable"]:
             fb.wrong(f"sharded_product should be a function (mesh, x, w, budget) -> (y, x_layout, w_layout, "
-                     f"collective), not a {type(sharded_product).__name__}.")
+                     f"collective), not a {str(data['type'])[:60]}.")
             return fb
         with quiet_tensorflow():
-            cases = [_run_case(sharded_product, case) for case in BUDGET_CASES]
+            cases = [self._judge_case(given, case, seed)
+                     for given, case in zip(data["cases"], BUDGET_CASES, strict=True)]
         for found in cases:
             if "error" in found:
                 fb.wrong(f"{_case_text(found['case'])}: {found['error']}")
@@ -361,7 +415,7 @@ class BudgetProduct(Exercise):
                      f"{held} of w on a device)")
 
         too_much = [(found, hint) for found in ran if found not in over
-                    for hint in [_communication_hint(found)] if hint]
+                    for hint in [_judge_communication_hint(found)] if hint]
         for found, (text, answer) in too_much:
             fb.wrong(text, answer=answer)
         if every and not over and not too_much:

@@ -1,157 +1,38 @@
-"""Chapter 5 · DTensor with Keras (tf_keras): the exercises' graders and hints."""
+"""Chapter 5 · DTensor with Keras (tf_keras): the exercises' checkers and hints.
+
+Exercises 1-4 and 6 take code or live tf_keras objects: their ``collect`` runs the code (on inputs drawn
+from the check's seed) or reads the objects, and sends plain data (kernels, layouts, shapes, DTensors,
+error messages); their ``judge`` never imports tf_keras. Exercises 1 and 2 live in ``ch5_layers.py``,
+exercise 6 in ``ch5_build.py`` (its cases and their run in ``ch5_cases.py``); 3, 4 and 5 here.
+"""
 import math
 import re
-import sys
 
-from .answers import (UNSHARDED, as_bytes, checker_mesh, global_numpy, grade_items, layout_of, mesh_dims,
-                      short_error, specs)
+from .answers import UNSHARDED, as_bytes, global_numpy, grade_items, layout_of, mesh_dims, short_error, specs
 from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
 from .ch5_build import BuildOnMesh
+from .ch5_layers import NOTEBOOK_MESH, Seeds, ShardedDense
+
+PACK_SHAPES = ((16, 28, 28, 1), (16,))  # the batch exercise 4 packs: images and labels
 
 
-def _keras_seed_generator():
-    """tf_keras' thread-local seed holder, if tf_keras is loaded (it is what the DTensor seed check reads)."""
-    backend = sys.modules.get("tf_keras.src.backend")
-    return getattr(backend, "_SEED_GENERATOR", None)
+def _reference_paths():
+    """The sharding specs exercise 3 asks for, per variable path."""
+    return {"hidden.kernel": [UNSHARDED, "model"], "hidden.bias": ["model"], "logits.kernel": ["model", UNSHARDED],
+            "logits.bias": [UNSHARDED]}
 
 
-def _variable_layout(variable):
-    return layout_of(variable.read_value() if hasattr(variable, "read_value") else variable)
-
-
-class Seeds(Exercise):
-    title = "Seeds for DTensor-aware layers"
-    points = 2
-    hints = (
-        "What does tf_keras ask for before it initialises a DTensor layer, and why must every client do the same?",
-        "tf_keras refuses to initialise a DTensor layer without a global seed, because every client must draw the "
-        "same 'replicated' weights. Set it inside the function, with the seed you are given.",
-    )
-
-    def grade(self, init_kernel):
-        import numpy as np
-
-        fb = Feedback()
-        if not callable(init_kernel):
-            fb.wrong(f"init_kernel should be a function seed -> kernel, got {type(init_kernel).__name__}.")
-            return fb
-        holder = _keras_seed_generator()
-        saved = getattr(holder, "generator", None) if holder is not None else None
-        try:
-            if holder is not None:
-                holder.generator = None  # as in a fresh process: only a seed set inside init_kernel counts
-            kernels = [init_kernel(seed) for seed in (7, 7, 8)]
-        except Exception as err:
-            message = short_error(err)
-            if "global seed" in message:
-                fb.wrong(f"init_kernel raised {message}. In a fresh process (as on every client of a DTensor job) no "
-                         f"seed is set.", answer="Call tf.keras.utils.set_random_seed(seed) inside init_kernel, "
-                                                 "before creating the layer.")
-            else:
-                fb.wrong(f"init_kernel raised {message}")
-            return fb
-        finally:
-            if holder is not None and getattr(holder, "generator", None) is None:
-                holder.generator = saved
-        if any(_variable_layout(k) is None for k in kernels):
-            fb.wrong("init_kernel should return the layer's kernel as a DTensor (a DVariable): create the Dense layer "
-                     "with kernel_layout=... on the mesh and return layer.kernel.")
-            return fb
-        values = [global_numpy(k) for k in kernels]
-        if not np.array_equal(values[0], values[1]):
-            fb.wrong("Two calls with the same seed gave different kernels: every client must build identical "
-                     "'replicated' weights, or they silently differ.",
-                     answer="Set the seed inside init_kernel with tf.keras.utils.set_random_seed(seed) right before "
-                            "building the layer.")
-            return fb
-        fb.right("the same seed gives the same kernel")
-        if np.array_equal(values[0], values[2]):
-            fb.wrong("seeds 7 and 8 gave the same kernel: use the seed argument.")
-        else:
-            fb.right("another seed gives another kernel: every client that sets the same seed builds identical "
-                     "replicated weights.")
-        return fb
-
-
-class ShardedDense(Exercise):
-    title = "kernel_layout for model parallelism"
-    points = 2
-    hints = (
-        "A Dense kernel has shape (inputs, units). Which axis holds the output units?",
-        "Split the units (axis 1) over 'model'; the bias has one entry per unit, so it follows the kernel's columns.",
-    )
-
-    def grade(self, layer):
-        fb = Feedback()
-        try:
-            kernel, bias = layer.kernel, layer.bias
-        except AttributeError:
-            fb.wrong("layer has no kernel/bias yet: pass the Dense layer itself, built with layer.build((None, 784)) "
-                     "(or called once on a batch).")
-            return fb
-        if kernel is None or bias is None:
-            fb.wrong("the layer needs a kernel and a bias (use_bias=True) and must be built.")
-            return fb
-        shape = tuple(kernel.shape)
-        if shape != (784, 128):
-            fb.wrong(f"the kernel's shape is {shape}; the exercise asks for Dense(128) on 784 inputs: (784, 128).")
-        layout = _variable_layout(kernel)
-        if layout is None:
-            fb.wrong("the kernel is not a DTensor: pass kernel_layout=dtensor.Layout(...) to Dense (tf_keras, "
-                     "TF_USE_LEGACY_KERAS=1).")
-            return fb
-        given = specs(layout)
-        if "model" not in layout.mesh.dim_names:
-            fb.wrong(f"the kernel lives on a mesh {mesh_text(mesh_dims(layout.mesh))} without a 'model' axis; use the "
-                     f"batch x model mesh.")
-            return fb
-        if mesh_dims(layout.mesh) != mesh_dims(checker_mesh()):
-            fb.wrong(f"the kernel lives on a mesh {mesh_text(mesh_dims(layout.mesh))}; the exercise's mesh is "
-                     f"{mesh_text(mesh_dims(checker_mesh()))} (`mesh` in the notebook): with a 'batch' axis too, every "
-                     f"weight is replicated over 'batch' while the data is split over it.")
-            return fb
-        if given == [UNSHARDED, "model"] and shape == (784, 128):
-            fb.right(f"kernel {given}: each 'model' device holds all inputs and half of the 128 output units")
-        elif given == ["model", UNSHARDED]:
-            fb.wrong(f"kernel {given} splits the 784 INPUTS (rows). The exercise splits the output units.")
-        elif "batch" in given:
-            fb.wrong(f"kernel {given} uses 'batch', the axis that splits the DATA; weights are split over 'model' "
-                     f"and replicated over 'batch'.")
-        elif given == [UNSHARDED, UNSHARDED]:
-            fb.wrong(f"kernel {given} is replicated: that is data parallelism.")
-        elif shape == (784, 128):
-            fb.wrong(f"kernel {given} does not split the output units over 'model'.")
-        bias_layout = _variable_layout(bias)
-        bias_specs = specs(bias_layout) if bias_layout is not None else None
-        if bias_specs == ["model"]:
-            fb.right("bias ['model']: each device holds the biases of its own output units")
-        elif bias_specs == [UNSHARDED]:
-            fb.wrong("bias is replicated. The bias has one entry per output unit, and the output units are split "
-                     "over 'model'.", answer="Shard the bias the same way, bias_layout=Layout(['model'], mesh).")
-        else:
-            fb.wrong(f"bias layout {bias_specs} does not match the kernel's columns.")
-        return fb
-
-
-PATHS = {
-    "hidden.kernel": [UNSHARDED, "model"],
-    "hidden.bias": ["model"],
-    "logits.kernel": ["model", UNSHARDED],
-    "logits.bias": [UNSHARDED],
-}
-
-
-def layout_map_lookup(layout_map, path):
-    """The layout tf_keras' LayoutMap gives ``path``: an exact key, else the first key that re.match-es."""
-    if hasattr(layout_map, "_layout_map"):
-        return layout_map[path]
-    if path in layout_map:
-        return layout_map[path]
-    for key in layout_map:
-        if isinstance(key, str) and re.match(key, path):
-            return layout_map[key]
+def layout_map_lookup(items, path):
+    """The layout tf_keras' LayoutMap gives ``path`` from its ``[(key, layout), ...]`` (in insertion order): an
+    exact key, else the first key that re.match-es (``LayoutMap.__getitem__``); None when no key matches."""
+    for key, layout in items:
+        if key == path:
+            return layout
+    for key, layout in items:
+        if re.match(key, path):
+            return layout
     return None
 
 
@@ -165,39 +46,57 @@ class LayoutMapKeys(Exercise):
         "The hidden layer's outputs are split over 'model'; the logits layer receives them as its INPUTS.",
     )
 
-    def grade(self, layout_map):
+    def collect(self, layout_map, seed=0):
+        """Read the map's keys and their layouts, in insertion order (the order tf_keras tries them in).
+
+        Crosses: ``{"kind": None, "type": name}`` for something that is neither a LayoutMap nor a dict, else
+        ``{"kind": "LayoutMap" or "dict", "items": [[key, value], ...]}`` (Layouts cross as data).
+        """
+        if hasattr(layout_map, "_layout_map"):
+            kind = "LayoutMap"
+        elif isinstance(layout_map, dict):
+            kind = "dict"
+        else:
+            return {"kind": None, "type": type(layout_map).__name__}
+        return {"kind": kind, "items": [[key, layout_map[key]] for key in list(layout_map.keys())]}
+
+    def judge(self, data, seed=0):
+        """Feedback on the layout tf_keras' lookup gives each of the model's four variables (one point each)."""
         from tensorflow.experimental import dtensor
 
         fb = Feedback()
-        if not (hasattr(layout_map, "_layout_map") or isinstance(layout_map, dict)):
+        if data["kind"] not in ("LayoutMap", "dict"):
             fb.wrong(f"Give a tf.keras.dtensor.experimental.LayoutMap (or a dict of regex -> Layout), not a "
-                     f"{type(layout_map).__name__}.")
+                     f"{str(data.get('type'))[:60]}.")
             return fb
-        keys = list(layout_map.keys())
+        items = [tuple(item) for item in data["items"]]
+        if not all(len(item) == 2 for item in items):
+            raise ValueError("the map's items should be pairs")
+        keys = [key for key, _ in items]
         bad = [k for k in keys if not isinstance(k, str)]
         if bad:
             fb.wrong(f"LayoutMap keys are strings (regular expressions), got {bad!r}.")
             return fb
-        for path, right in PATHS.items():
+        for path, right in _reference_paths().items():
             try:
-                layout = layout_map_lookup(layout_map, path)
+                layout = layout_map_lookup(items, path)
             except re.error as err:
                 fb.wrong(f"A key is not a valid regular expression: {err}.")
                 fb.points = 0
                 return fb
             given = specs(layout) if isinstance(layout, dtensor.Layout) else None
-            if given is not None and mesh_dims(layout.mesh) != mesh_dims(checker_mesh()):
+            if given is not None and mesh_dims(layout.mesh) != NOTEBOOK_MESH:
                 fb.wrong(f"{path}: its layout lives on a mesh {mesh_text(mesh_dims(layout.mesh))}, not on the "
-                         f"exercise's {mesh_text(mesh_dims(checker_mesh()))} (`mesh` in the notebook).")
+                         f"exercise's {mesh_text(NOTEBOOK_MESH)} (`mesh` in the notebook).")
                 continue
             if given == right or (path == "logits.bias" and (layout is None or given == [UNSHARDED])):
                 fb.right(f"{path}: {given or 'no key matches, so replicated'}")
             else:
-                self._explain(fb, path, right, layout, given, keys)
+                self._judge_explain(fb, path, right, layout, given, keys)
         return fb
 
     @staticmethod
-    def _explain(fb, path, right, layout, given, keys):
+    def _judge_explain(fb, path, right, layout, given, keys):
         matching = [k for k in keys if re.match(k, path)]
         searching = [k for k in keys if re.search(k, path) and k not in matching]
         if layout is None:
@@ -235,29 +134,53 @@ class PackTrainingBatch(Exercise):
         "batch x model mesh as the model.",
     )
 
-    def grade(self, pack_fn):
+    @staticmethod
+    def _batch(seed):
+        """The images (float32) and labels (int64) the checker packs, drawn from ``seed``."""
         import numpy as np
 
-        fb = Feedback()
+        rng = np.random.default_rng([seed, 4])
+        images = rng.random(PACK_SHAPES[0], dtype="float32")
+        labels = rng.integers(0, 10, size=PACK_SHAPES[1]).astype("int64")
+        return images, labels
+
+    def collect(self, pack_fn, seed=0):
+        """Call ``pack_fn`` on a batch drawn from ``seed``.
+
+        Crosses: ``{"callable": False}``, or ``{"callable": True, "error": message}`` when it raised, or
+        ``{"callable": True, "result": what it returned}`` (DTensors cross with their layout and per-device blocks).
+        """
         if not callable(pack_fn):
-            fb.wrong("pack_fn should be a function (images, labels) -> (packed_images, packed_labels).")
-            return fb
-        rng = np.random.default_rng(1)
-        images = rng.random((16, 28, 28, 1), dtype="float32")
-        labels = rng.integers(0, 10, size=(16,)).astype("int64")
+            return {"callable": False}
+        images, labels = self._batch(seed)
         try:
             result = pack_fn(images, labels)
         except Exception as err:
-            message = short_error(err)
+            return {"callable": True, "error": short_error(err)}
+        return {"callable": True, "result": result}
+
+    def judge(self, data, seed=0):
+        """Feedback on the two packed tensors: batch-sharded layouts of their ranks on a batch x model mesh, and
+        the global values of the batch drawn from ``seed``."""
+        import numpy as np
+
+        fb = Feedback()
+        if not data["callable"]:
+            fb.wrong("pack_fn should be a function (images, labels) -> (packed_images, packed_labels).")
+            return fb
+        if "error" in data:
+            message = str(data["error"])[:400]
             if "rank" in message:
                 fb.wrong(f"pack_fn raised {message}. Images have rank 4 and labels rank 1: each needs a layout of "
                          f"its own rank.", answer="e.g. Layout.batch_sharded(mesh, 'batch', rank=1) for the labels.")
             else:
                 fb.wrong(f"pack_fn raised {message}")
             return fb
+        result = data["result"]
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             fb.wrong("pack_fn should return a pair (packed_images, packed_labels).")
             return fb
+        images, labels = self._batch(seed)
         for name, value, original, right in (("images", result[0], images, ["batch", UNSHARDED, UNSHARDED, UNSHARDED]),
                                              ("labels", result[1], labels, ["batch"])):
             layout = layout_of(value)
@@ -277,8 +200,9 @@ class PackTrainingBatch(Exercise):
                 else:
                     why = "shard axis 0 (the examples) over 'batch' and nothing else"
                 fb.wrong(f"{name} layout {given}: {why}.", answer=f"Expected {right}.")
-            elif not np.allclose(global_numpy(value), original):
-                fb.wrong(f"{name}: the packed global value differs from the input batch; pack exactly the given tensor.")
+            elif global_numpy(value).shape != original.shape or not np.allclose(global_numpy(value), original):
+                fb.wrong(f"{name}: the packed global value differs from the input batch; pack exactly the given "
+                         f"tensor.")
             else:
                 fb.right(f"{name}: {given}")
         return fb
@@ -298,7 +222,7 @@ BUDGET_PLACEMENTS = {  # specs of d1.kernel, d1.bias, d2.kernel, d2.bias: the ch
 }
 
 
-def budget_memory():
+def _reference_budget_memory():
     """Bytes one device holds per placement: the weights and Adam's two slots in their layouts (counter left out)."""
     return {name: 3 * sum(4 * math.prod(shape) // math.prod(BUDGET_MESH.get(s, 1) for s in spec)
                           for shape, spec in zip(BUDGET_SHAPES.values(), specs))
@@ -350,7 +274,7 @@ class MemoryBudget(Exercise):
 
     def grade(self, memory, choice):
         fb = Feedback()
-        truth = budget_memory()
+        truth = _reference_budget_memory()
         weights_only = {name: total // 3 for name, total in truth.items()}
 
         def explain(name, given, raw):

@@ -1,27 +1,26 @@
-"""Chapter 5 · the build-and-measure exercise: a model built on a mesh within a memory budget (exercise 6)."""
+"""Chapter 5 · the build-and-measure exercise: a model built on a mesh within a memory budget (exercise 6).
+
+``collect`` calls the learner's ``build_on_mesh`` on the checker's two cases (weights and batches drawn from
+the check's seed), steps the result and measures it; ``judge`` compares what crossed with one device's step
+in NumPy (``reference_mlp``, ``reference_adam_first_step``) for the same seed.
+"""
 import math
-import os
 import re
 
-from .answers import (UNSHARDED, as_float, close, global_numpy, layout_of, mesh_dims, quiet_tensorflow, short_error,
-                      specs)
+from .answers import UNSHARDED, as_float, close, mesh_dims, quiet_tensorflow, short_error, specs
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
+from .ch5_cases import (ADAM_BETAS, ADAM_EPSILON, BUILD_CASES, BUILD_NAMES, BUILD_RATE, COMBINING, build_case,
+                        collect_build_case)
 
-
-BUILD_RATE = 1e-3  # the exercise's LEARNING_RATE
-ADAM_BETAS, ADAM_EPSILON = (0.9, 0.999), 1e-7  # tf_keras' Adam defaults
-BUILD_NAMES = ("d1.kernel", "d1.bias", "d2.kernel", "d2.bias")
-BUILD_CASES = (  # the mesh (batch, model), the hidden width, the global batch, the budget per device, a seed
-    {"mesh": (4, 2), "hidden": 128, "batch": 32, "budget": 400 * 2**10, "seed": 11},
-    {"mesh": (2, 4), "hidden": 256, "batch": 16, "budget": 2**20, "seed": 12},
-)
-COMBINING = "DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION"
 REDUCTIONS = ("all-reduce", "merged all-reduce", "reduce-scatter")
 PLAIN_OPTIMIZER = ("the optimizer is not on a mesh: in a DTensor program its two slots per weight and its step "
                    "counter must live on the mesh too, in the weights' layouts (the chapter's DTensor optimizers).")
-DTENSOR_ADAM = "Use tf.keras.dtensor.experimental.optimizers.Adam(LEARNING_RATE, mesh=mesh)."
-_BUILD_MESHES = {}
+
+
+def _reference_dtensor_adam():
+    """The optimizer 5.6 needs, in words (given away only after a wrong try)."""
+    return "Use tf.keras.dtensor.experimental.optimizers.Adam(LEARNING_RATE, mesh=mesh)."
 
 
 class _Stop(Exception):
@@ -32,37 +31,7 @@ class _Stop(Exception):
         self.message, self.answer = message, answer
 
 
-def _build_mesh(shape):
-    from tensorflow.experimental import dtensor
-
-    from .answers import logical_cpus
-
-    cpus = logical_cpus()
-    size = shape[0] * shape[1]
-    if len(cpus) < size:
-        raise _Stop(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the notebook's "
-                    f"first cell (configure_virtual_cpus(8)) before anything else.")
-    key = (tuple(cpus[:size]), shape)
-    if key not in _BUILD_MESHES:
-        _BUILD_MESHES[key] = dtensor.create_mesh([("batch", shape[0]), ("model", shape[1])], devices=cpus[:size])
-    return _BUILD_MESHES[key]
-
-
-def build_case(case):
-    """The starting weights (NumPy), two batches and the budget of one of the checker's cases."""
-    import numpy as np
-
-    rng = np.random.default_rng(case["seed"])
-    hidden = case["hidden"]
-    weights = {"d1.kernel": rng.normal(0, 0.05, (784, hidden)), "d1.bias": rng.normal(0, 0.05, hidden),
-               "d2.kernel": rng.normal(0, 0.1, (hidden, 10)), "d2.bias": rng.normal(0, 0.1, 10)}
-    weights = {name: value.astype("float32") for name, value in weights.items()}
-    batches = [(rng.random((case["batch"], 28, 28, 1), dtype="float32"),
-                rng.integers(0, 10, case["batch"]).astype("int64")) for _ in range(2)]
-    return weights, batches
-
-
-def mlp_reference(weights, images, labels):
+def reference_mlp(weights, images, labels):
     """One device, float64: the per-example losses and each weight's gradient of their mean."""
     import numpy as np
 
@@ -83,7 +52,7 @@ def mlp_reference(weights, images, labels):
     return -log_p[rows, labels], gradients
 
 
-def adam_first_step(weights, gradients, rate=BUILD_RATE):
+def reference_adam_first_step(weights, gradients, rate=BUILD_RATE):
     """{name: (weight, m, v)} after tf_keras' Adam's first step from zero slots."""
     import numpy as np
 
@@ -108,9 +77,9 @@ def _case_text(case):
     return f"{_mesh_text(case)}, width {case['hidden']}, budget {case['budget']:,} B"
 
 
-def _why_it_raised(err, case, stage):
-    """An aimed hint for an exception from the learner's code: (message, answer)."""
-    message = short_error(err)
+def _judge_why_it_raised(message, case, stage):
+    """An aimed hint for an exception from the learner's code (``message``: its ``short_error``): (message, answer)."""
+    message = str(message)[:400]
     where = _mesh_text(case)
     if "global seed" in message:
         return (f"{stage} raised {message} DTensor layers refuse to initialise without a global seed (exercise 1), "
@@ -121,7 +90,7 @@ def _why_it_raised(err, case, stage):
                  or re.search(r"has size (\d+), which mesh dimension '\w+' \(size (\d+)\)", message))
         what = f"an axis of size {sizes[1]} cannot be split into {sizes[2]} equal blocks" if sizes else \
             "a sharded axis does not divide evenly"
-        return (f"{stage} failed: {what} ({type(err).__name__} from DTensor). A layout splits a sharded axis into "
+        return (f"{stage} failed: {what} ({message.split(':')[0]} from DTensor). A layout splits a sharded axis into "
                 f"equal blocks, one per device of its mesh axis, so the axis's size must divide by that mesh axis's "
                 f"size. Choose the layouts from the mesh you are given: here 'batch' has {case['mesh'][0]} devices "
                 f"and 'model' {case['mesh'][1]}, and d2 has 10 outputs.",
@@ -137,200 +106,11 @@ def _why_it_raised(err, case, stage):
             f"(images {case['batch']} x 28 x 28 x 1 float32, labels int64).", "")
 
 
-def _adam_slots(optimizer, variable):
-    """tf_keras' Adam slots (m, v) of ``variable``, or None."""
-    try:
-        index = optimizer._index_dict[optimizer._var_key(variable)]
-        return optimizer._momentums[index], optimizer._velocities[index]
-    except (AttributeError, KeyError, IndexError, TypeError):
-        return None
-
-
-def _run_build_case(build_on_mesh, case):
-    """Build, step, measure and record one case; return what was found (raises _Stop when it cannot go on)."""
-    from ..memory import bytes_per_device
-    from ..profiling import collectives_run_by
-
-    mesh = _build_mesh(case["mesh"])
-    weights, ((images, labels), (more_images, more_labels)) = build_case(case)
-    hidden = case["hidden"]
-    try:
-        built = build_on_mesh(mesh, {name: value.copy() for name, value in weights.items()}, case["budget"])
-    except Exception as err:
-        raise _Stop(*_why_it_raised(err, case, "build_on_mesh")) from None
-    if not isinstance(built, (tuple, list)) or len(built) != 3 or not callable(built[2]):
-        raise _Stop("build_on_mesh should return a triple (model, optimizer, step), step a function "
-                    "step(images, labels) that runs one training step and returns its loss.")
-    model, optimizer, step = built
-    variables = list(getattr(model, "trainable_variables", None) or [])
-    shapes = [tuple(v.shape) for v in variables]
-    expected = [tuple(weights[name].shape) for name in BUILD_NAMES]
-    if shapes != expected:
-        raise _Stop(f"the model's trainable weights have shapes {shapes}; for weights of width {hidden} they are "
-                    f"{expected} (d1.kernel, d1.bias, d2.kernel, d2.bias). Take the width from the weights you are "
-                    f"given: Flatten, Dense(width, relu), Dense(10).")
-    layouts = [layout_of(v) for v in variables]
-    if any(layout is None for layout in layouts):
-        plain = [name for name, layout in zip(BUILD_NAMES, layouts) if layout is None]
-        raise _Stop(f"{', '.join(plain)} {'is' if len(plain) == 1 else 'are'} not on a mesh: give every Dense layer "
-                    f"its kernel_layout and bias_layout (or build the model under a LayoutMap's scope).")
-    if any(layout.mesh != mesh for layout in layouts):
-        raise _Stop(f"the model's weights live on a mesh {mesh_text(mesh_dims(layouts[0].mesh))}, not on the mesh "
-                    f"passed in ({mesh_text(mesh_dims(mesh))}): build everything on build_on_mesh's `mesh` argument, "
-                    f"not on the notebook's.")
-    optimizer_mesh = getattr(optimizer, "_mesh", None)  # tf_keras' optimizers keep the mesh they were given here
-    if optimizer_mesh is None:
-        raise _Stop(PLAIN_OPTIMIZER, DTENSOR_ADAM)
-    if optimizer_mesh != mesh:
-        raise _Stop(f"the optimizer lives on a mesh {mesh_text(mesh_dims(optimizer_mesh))}, not on the mesh passed in "
-                    f"({mesh_text(mesh_dims(mesh))}): build everything on build_on_mesh's `mesh` argument, not on "
-                    f"the notebook's.")
-    try:
-        loss = step(images.copy(), labels.copy())
-    except Exception as err:
-        raise _Stop(*_why_it_raised(err, case, "step(images, labels)")) from None
-    if loss is None:
-        raise _Stop("step(images, labels) returned None: return the step's loss.")
-    try:
-        loss = as_float(loss)
-    except Exception as err:
-        raise _Stop(f"step's result is not one number ({short_error(err)}): return the loss of the step, the mean "
-                    f"over the whole batch.") from None
-    try:
-        held = bytes_per_device([model, optimizer])
-        in_weights = bytes_per_device(model)
-    except (TypeError, ValueError) as err:
-        raise _Stop(f"{PLAIN_OPTIMIZER} ({short_error(err)})", DTENSOR_ADAM) from None
-    found = {"mesh": mesh, "case": case, "loss": loss, "weights": weights, "images": images, "labels": labels,
-             "held": max(held.values()), "in_weights": max(in_weights.values()),
-             "specs": [specs(layout) for layout in layouts], "after": {}, "slots": {}}
-    for name, variable in zip(BUILD_NAMES, variables):
-        found["after"][name] = global_numpy(variable).astype("float64")
-        slots = _adam_slots(optimizer, variable)
-        found["slots"][name] = None if slots is None else tuple(global_numpy(s).astype("float64") for s in slots)
-    iterations = getattr(optimizer, "iterations", None)
-    found["iterations"] = None if iterations is None else int(global_numpy(iterations))
-    try:
-        runs = collectives_run_by(lambda: step(more_images.copy(), more_labels.copy()))
-    except Exception as err:
-        raise _Stop(f"a second call of step raised {short_error(err)}: step must run again on another batch of the "
-                    f"same size.") from None
-    found["runs"] = [(run.kind, tuple(run.axes), run.tensor_bytes) for run in runs]
-    return found
-
-
-def _loss_problem(found):
-    """Why the first step's loss differs from one device's, or None."""
-    import numpy as np
-
-    per_example, _ = mlp_reference(found["weights"], found["images"], found["labels"])
-    right, got = float(per_example.mean()), found["loss"]
-    if close(got, right, 1e-4):
-        return None
-    if not math.isfinite(got) or got == 0:
-        return f"the loss is {got}; one device computes {right:.5f} from the same weights and batch."
-    groups = found["mesh"].dim_size("batch")
-    slices = np.split(per_example, groups)
-    if any(close(got, float(part.mean()), 1e-4) for part in slices):
-        return (f"the loss {got:.5f} is the mean over one 'batch' group's slice of the batch "
-                f"({len(slices[0])} of {len(per_example)} examples); one device computes {right:.5f} over all of them. "
-                f"Return the loss of the step, computed from the whole batch on the mesh: DTensor sums it over the "
-                f"groups for you.")
-    ratio = got / right
-    if abs(ratio - round(ratio)) < 1e-3 * abs(ratio) or abs(1 / ratio - round(1 / ratio)) < 1e-3 / abs(ratio):
-        return (f"the loss {got:.5f} is {ratio:.4g} x the mean one device computes ({right:.5f}). A DTensor step is "
-                f"written for the global batch: the plain mean over all {len(per_example)} examples, with no "
-                f"per-replica scaling (that was tf.distribute's custom loop, chapter 2).")
-    return (f"the loss {got:.5f} differs from the one device computes from the same weights and batch "
-            f"({right:.5f}).")
-
-
 def _close_values(got, want):
     import numpy as np
 
     scale = float(np.abs(want).max(initial=0.0))
     return got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-3 * scale + 1e-9)
-
-
-def _variables_problem(found):
-    """Why the weights and Adam's slots after the step differ from one Adam step on one device, or None."""
-    import numpy as np
-
-    _, gradients = mlp_reference(found["weights"], found["images"], found["labels"])
-    expected = adam_first_step({n: v.astype("float64") for n, v in found["weights"].items()}, gradients)
-    if found["iterations"] is not None and found["iterations"] != 1:
-        return (f"after the checker's first call of step, the optimizer has counted {found['iterations']} steps. "
-                f"build_on_mesh must not train: the checker's first step must be the model's first.", "")
-    missing = [name for name in BUILD_NAMES if found["slots"][name] is None]
-    if missing:
-        return (f"the optimizer keeps no Adam slots for {', '.join(missing)}: the exercise trains with Adam (its "
-                f"other settings at their defaults).", DTENSOR_ADAM)
-    start = found["weights"]
-    if any(np.abs(found["after"][n] - start[n]).max() > 20 * BUILD_RATE for n in BUILD_NAMES):
-        return ("the weights after the first step are far from the weights the checker gave: the model must "
-                "start from `weights` exactly.",
-                "Copy each one in: variable.assign(pack_batch(value, variable.layout)).")
-    # Adam's first step moves a weight by about the learning rate: its change is compared, to 1 % of that.
-    wrong_weights = [n for n in BUILD_NAMES
-                     if not np.allclose(found["after"][n] - start[n], expected[n][0] - start[n], rtol=0,
-                                        atol=1e-2 * BUILD_RATE)]
-    wrong_m = [n for n in BUILD_NAMES if not _close_values(found["slots"][n][0], expected[n][1])]
-    wrong_v = [n for n in BUILD_NAMES if not _close_values(found["slots"][n][1], expected[n][2])]
-    if not (wrong_weights or wrong_m or wrong_v):
-        return None
-    if os.environ.get(COMBINING) != "0":
-        return (f"{', '.join(wrong_weights + [f'm({n})' for n in wrong_m] + [f'v({n})' for n in wrong_v])} did not "
-                f"change as one Adam step on one device changes them, and this kernel runs with DTensor's all-reduce "
-                f"combining on: the chapter's stale-update bug. The set-up cell must set {COMBINING}=0 before "
-                f"TensorFlow starts (restart the kernel and run it first).", "")
-    m_ratios = [float(np.median(found["slots"][n][0][np.abs(expected[n][1]) > 1e-9] /
-                                expected[n][1][np.abs(expected[n][1]) > 1e-9])) for n in BUILD_NAMES]
-    if wrong_m and max(m_ratios) - min(m_ratios) < 1e-3 * abs(m_ratios[0]) and abs(m_ratios[0] - 1) > 1e-2:
-        return (f"Adam's first moment m holds {m_ratios[0]:.4g} x the gradient of the mean loss over the batch (for "
-                f"every weight): the loss the gradients come from is scaled. Differentiate the plain mean over the "
-                f"whole batch.", "")
-    if wrong_weights and not (wrong_m or wrong_v):
-        changes = [float(np.median(np.abs(found["after"][n] - start[n]))) for n in BUILD_NAMES]
-        wanted = [float(np.median(np.abs(expected[n][0] - start[n]))) for n in BUILD_NAMES]
-        ratios = [c / w for c, w in zip(changes, wanted) if w > 0]
-        if ratios and max(ratios) - min(ratios) < 0.05 * max(ratios) and abs(ratios[0] - 1) > 0.05:
-            return (f"the gradients and Adam's slots are right, but every weight moved {ratios[0]:.3g} x as far as "
-                    f"one Adam step with learning rate LEARNING_RATE = {BUILD_RATE:g} moves it: check the "
-                    f"optimizer's learning rate (its other settings at their defaults).", "")
-    wrong = sorted(set(wrong_weights) | {f"m({n})" for n in wrong_m} | {f"v({n})" for n in wrong_v})
-    return (f"{', '.join(wrong)} did not change as one Adam step (learning rate {BUILD_RATE:g}) of the mean "
-            f"cross-entropy over the whole batch changes them on one device.", "")
-
-
-def _memory_line(fb, found):
-    """One point per case: what each device holds against the budget, and, if over, which idea is missing."""
-    case, held, in_weights = found["case"], found["held"], found["in_weights"]
-    budget = case["budget"]
-    placed = ", ".join(f"{n} {_specs_text(s)}" for n, s in zip(BUILD_NAMES, found["specs"]))
-    what = f"{_case_text(case)}: each device holds {held:,} B ({in_weights:,} in weights, " \
-           f"{held - in_weights:,} in Adam's state) with {placed}"
-    if held <= budget:
-        fb.right(what)
-        return
-    hidden = case["hidden"]
-    replicated = [all(s == UNSHARDED for s in spec) for spec in found["specs"]]
-    if all(replicated):
-        why = "every weight is replicated, as in data parallelism, and that does not fit"
-    elif replicated[0]:
-        share = 100 * 784 * hidden // (784 * hidden + hidden + hidden * 10 + 10)
-        why = f"d1.kernel, {share} % of the parameters, is replicated on every device"
-    else:
-        why = "the layouts do not split the weights enough"
-    if replicated[0]:
-        why += (". If a LayoutMap gave the layouts: a key that matches no variable leaves it replicated without a "
-                "word; tf_keras looks up 'd1.kernel' (the layer's name, a dot, the attribute)")
-    slots = ""
-    if in_weights <= budget:
-        slots = (f" The weights alone ({in_weights:,} B) would fit: Adam keeps two slots per weight in the "
-                 f"weight's layout, so its state is twice the weights' bytes. Count it when you choose.")
-    fb.wrong(f"{what}: over the budget; {why}.{slots}",
-             answer="Split d1.kernel over both axes, Layout(['batch', 'model'], mesh), with d1.bias and d2.kernel's "
-                    "rows over 'model': that fits every budget of the checker.")
 
 
 class BuildOnMesh(Exercise):
@@ -351,31 +131,134 @@ class BuildOnMesh(Exercise):
         "pack_batch(labels, dtensor.Layout.batch_sharded(mesh, 'batch', rank=1))).",
     )
 
-    def grade(self, build_on_mesh):
-        fb = Feedback()
+    def collect(self, build_on_mesh, seed=0):
+        """Run ``build_on_mesh`` on the checker's cases (weights and batches drawn from ``seed``) and measure it.
+
+        Crosses: ``{"callable": False}``, or ``{"callable": True, "combining": the kernel's
+        DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION (None when unset), "cases": [...]}`` with one dict per
+        case, in order, up to the first case in which the learner's code raised (see
+        :func:`.ch5_cases.collect_build_case`).
+        """
+        import os
+
         if not callable(build_on_mesh):
+            return {"callable": False}
+        cases = []
+        with quiet_tensorflow():
+            for case in BUILD_CASES:
+                cases.append(collect_build_case(build_on_mesh, case, seed))
+                if any(key in cases[-1] for key in ("build_error", "step_error", "second_error")) \
+                        or not cases[-1]["triple"]:
+                    break
+        return {"callable": True, "combining": os.environ.get(COMBINING), "cases": cases}
+
+    @staticmethod
+    def _judge_case(given, case, seed):
+        """What one case found, from what collect sent and the case's inputs for ``seed`` (raises _Stop where the
+        original run could not go on, in the order of the checks)."""
+        import numpy as np
+        from tensorflow.experimental import dtensor
+
+        mesh = given["mesh"]
+        if not isinstance(mesh, dtensor.Mesh) or mesh_dims(mesh) != list(zip(("batch", "model"), case["mesh"])):
+            raise ValueError("the data names another mesh than the case's")
+        weights, ((images, labels), _) = build_case(case, seed)
+        if "build_error" in given:
+            raise _Stop(*_judge_why_it_raised(given["build_error"], case, "build_on_mesh"))
+        if not given["triple"]:
+            raise _Stop("build_on_mesh should return a triple (model, optimizer, step), step a function "
+                        "step(images, labels) that runs one training step and returns its loss.")
+        shapes = [tuple(shape) for shape in given["shapes"]]
+        expected = [tuple(weights[name].shape) for name in BUILD_NAMES]
+        if shapes != expected:
+            raise _Stop(f"the model's trainable weights have shapes {shapes}; for weights of width {case['hidden']} "
+                        f"they are {expected} (d1.kernel, d1.bias, d2.kernel, d2.bias). Take the width from the "
+                        f"weights you are given: Flatten, Dense(width, relu), Dense(10).")
+        layouts = list(given["layouts"])
+        if len(layouts) != len(shapes) or not all(layout is None or isinstance(layout, dtensor.Layout)
+                                                   for layout in layouts):
+            raise ValueError("one layout per variable expected")
+        if any(layout is None for layout in layouts):
+            plain = [name for name, layout in zip(BUILD_NAMES, layouts) if layout is None]
+            raise _Stop(f"{', '.join(plain)} {'is' if len(plain) == 1 else 'are'} not on a mesh: give every Dense "
+                        f"layer its kernel_layout and bias_layout (or build the model under a LayoutMap's scope).")
+        if any(layout.mesh != mesh for layout in layouts):
+            raise _Stop(f"the model's weights live on a mesh {mesh_text(mesh_dims(layouts[0].mesh))}, not on the mesh "
+                        f"passed in ({mesh_text(mesh_dims(mesh))}): build everything on build_on_mesh's `mesh` "
+                        f"argument, not on the notebook's.")
+        optimizer_mesh = given["optimizer_mesh"]
+        if not isinstance(optimizer_mesh, dtensor.Mesh):
+            raise _Stop(PLAIN_OPTIMIZER, _reference_dtensor_adam())
+        if optimizer_mesh != mesh:
+            raise _Stop(f"the optimizer lives on a mesh {mesh_text(mesh_dims(optimizer_mesh))}, not on the mesh passed "
+                        f"in ({mesh_text(mesh_dims(mesh))}): build everything on build_on_mesh's `mesh` argument, not "
+                        f"on the notebook's.")
+        if "step_error" in given:
+            raise _Stop(*_judge_why_it_raised(given["step_error"], case, "step(images, labels)"))
+        if given["loss"] is None:
+            raise _Stop("step(images, labels) returned None: return the step's loss.")
+        try:
+            loss = as_float(given["loss"])
+        except Exception as err:
+            raise _Stop(f"step's result is not one number ({short_error(err)}): return the loss of the step, the mean "
+                        f"over the whole batch.") from None
+        if "bytes_error" in given:
+            raise _Stop(f"{PLAIN_OPTIMIZER} ({str(given['bytes_error'])[:300]})", _reference_dtensor_adam())
+        spec_lists = [specs(layout) for layout in layouts]
+        held, in_weights = max(given["held"].values()), max(given["in_weights"].values())
+        sizes = dict(zip(("batch", "model"), case["mesh"]))
+        least = sum(dtype.size * math.prod(shape) // math.prod(sizes.get(s, 1) for s in spec)
+                    for dtype, shape, spec in zip(given["dtypes"], shapes, spec_lists))
+        slots = list(given["slots"])
+        if in_weights < least or held < in_weights + (2 * least if all(pair is not None for pair in slots) else 0):
+            raise ValueError("the bytes per device do not agree with the layouts")
+        iterations = given["iterations"]
+        after = zip(BUILD_NAMES, given["after"], strict=True)
+        found = {"mesh": mesh, "case": case, "loss": loss, "weights": weights, "images": images, "labels": labels,
+                 "held": int(held), "in_weights": int(in_weights), "specs": spec_lists,
+                 "after": {name: np.asarray(value, dtype="float64") for name, value in after},
+                 "slots": {name: None if pair is None else tuple(np.asarray(s, dtype="float64") for s in pair)
+                           for name, pair in zip(BUILD_NAMES, slots, strict=True)},
+                 "iterations": None if iterations is None else int(np.asarray(iterations))}
+        if "second_error" in given:
+            raise _Stop(f"a second call of step raised {str(given['second_error'])[:400]}: step must run again on "
+                        f"another batch of the same size.")
+        found["runs"] = [(str(kind), tuple(str(axis) for axis in axes), int(size))
+                         for kind, axes, size in given["runs"]]
+        return found
+
+    def judge(self, data, seed=0):
+        """Feedback on the cases collect ran: memory per case, the loss, the weights and Adam's state after one
+        step (against NumPy's step for ``seed``), and the collectives of a second step."""
+        fb = Feedback()
+        if not data["callable"]:
             fb.wrong("build_on_mesh should be a function (mesh, weights, budget) -> (model, optimizer, step).")
             return fb
         results = []
+        given_cases = list(data["cases"])
+        if not 1 <= len(given_cases) <= len(BUILD_CASES):
+            raise ValueError("no case data")
         with quiet_tensorflow():
-            for case in BUILD_CASES:
+            for index, case in enumerate(BUILD_CASES):
                 try:
-                    results.append(_run_build_case(build_on_mesh, case))
+                    if index == len(given_cases):
+                        raise ValueError("a case is missing from the data")
+                    results.append(self._judge_case(given_cases[index], case, seed))
                 except _Stop as stop:
                     for found in results:
-                        _memory_line(fb, found)
+                        self._judge_memory(fb, found)
                     fb.wrong(f"{_case_text(case)}: {stop.message}", answer=stop.answer)
                     return fb
         for found in results:
-            _memory_line(fb, found)
-        problems = [(found, _loss_problem(found)) for found in results]
+            self._judge_memory(fb, found)
+        problems = [(found, self._judge_loss(found)) for found in results]
         bad = next(((f, p) for f, p in problems if p), None)
         if bad is None:
             fb.right("the first step's loss equals one device's from the same weights and batch ("
                      + ", ".join(f"{f['loss']:.5f}" for f in results) + ")")
         else:
             fb.wrong(f"{_case_text(bad[0]['case'])}: {bad[1]}")
-        problems = [(found, _variables_problem(found)) for found in results]
+        problems = [(found, self._judge_variables(found, data["combining"])) for found in results]
         bad = next(((f, p) for f, p in problems if p), None)
         if bad is None:
             fb.right("every weight, both Adam slots of each and the step counter changed as one Adam step on one "
@@ -396,6 +279,113 @@ class BuildOnMesh(Exercise):
                      answer="pack_batch(images, dtensor.Layout.batch_sharded(mesh, 'batch', rank=4)), and rank=1 "
                             "for the labels.")
         return fb
+
+    @staticmethod
+    def _judge_loss(found):
+        """Why the first step's loss differs from one device's, or None."""
+        import numpy as np
+
+        per_example, _ = reference_mlp(found["weights"], found["images"], found["labels"])
+        right, got = float(per_example.mean()), found["loss"]
+        if close(got, right, 1e-4):
+            return None
+        if not math.isfinite(got) or got == 0:
+            return f"the loss is {got}; one device computes {right:.5f} from the same weights and batch."
+        groups = found["case"]["mesh"][0]
+        slices = np.split(per_example, groups)
+        if any(close(got, float(part.mean()), 1e-4) for part in slices):
+            return (f"the loss {got:.5f} is the mean over one 'batch' group's slice of the batch "
+                    f"({len(slices[0])} of {len(per_example)} examples); one device computes {right:.5f} over all of "
+                    f"them. Return the loss of the step, computed from the whole batch on the mesh: DTensor sums it "
+                    f"over the groups for you.")
+        ratio = got / right
+        if abs(ratio - round(ratio)) < 1e-3 * abs(ratio) or abs(1 / ratio - round(1 / ratio)) < 1e-3 / abs(ratio):
+            return (f"the loss {got:.5f} is {ratio:.4g} x the mean one device computes ({right:.5f}). A DTensor step "
+                    f"is written for the global batch: the plain mean over all {len(per_example)} examples, with no "
+                    f"per-replica scaling (that was tf.distribute's custom loop, chapter 2).")
+        return (f"the loss {got:.5f} differs from the one device computes from the same weights and batch "
+                f"({right:.5f}).")
+
+    @staticmethod
+    def _judge_variables(found, combining):
+        """Why the weights and Adam's slots after the step differ from one Adam step on one device, or None."""
+        import numpy as np
+
+        _, gradients = reference_mlp(found["weights"], found["images"], found["labels"])
+        start = {name: value.astype("float64") for name, value in found["weights"].items()}
+        expected = reference_adam_first_step(start, gradients)
+        if found["iterations"] is not None and found["iterations"] != 1:
+            return (f"after the checker's first call of step, the optimizer has counted {found['iterations']} "
+                    f"steps. build_on_mesh must not train: the checker's first step must be the model's first.", "")
+        missing = [name for name in BUILD_NAMES if found["slots"][name] is None]
+        if missing:
+            return (f"the optimizer keeps no Adam slots for {', '.join(missing)}: the exercise trains with Adam "
+                    f"(its other settings at their defaults).", _reference_dtensor_adam())
+        if any(np.abs(found["after"][n] - start[n]).max() > 20 * BUILD_RATE for n in BUILD_NAMES):
+            return ("the weights after the first step are far from the weights the checker gave: the model must "
+                    "start from `weights` exactly.",
+                    "Copy each one in: variable.assign(pack_batch(value, variable.layout)).")
+        # Adam's first step moves a weight by about the learning rate: its change is compared, to 1 % of that.
+        wrong_weights = [n for n in BUILD_NAMES
+                         if not np.allclose(found["after"][n] - start[n], expected[n][0] - start[n], rtol=0,
+                                            atol=1e-2 * BUILD_RATE)]
+        wrong_m = [n for n in BUILD_NAMES if not _close_values(found["slots"][n][0], expected[n][1])]
+        wrong_v = [n for n in BUILD_NAMES if not _close_values(found["slots"][n][1], expected[n][2])]
+        if not (wrong_weights or wrong_m or wrong_v):
+            return None
+        if combining != "0":
+            wrong = wrong_weights + [f"m({n})" for n in wrong_m] + [f"v({n})" for n in wrong_v]
+            return (f"{', '.join(wrong)} did not change as one Adam step on one device changes them, and this kernel "
+                    f"runs with DTensor's all-reduce combining on: the chapter's stale-update bug. The set-up cell "
+                    f"must set {COMBINING}=0 before TensorFlow starts (restart the kernel and run it first).", "")
+        m_ratios = [float(np.median(found["slots"][n][0][np.abs(expected[n][1]) > 1e-9] /
+                                    expected[n][1][np.abs(expected[n][1]) > 1e-9])) for n in BUILD_NAMES]
+        if wrong_m and max(m_ratios) - min(m_ratios) < 1e-3 * abs(m_ratios[0]) and abs(m_ratios[0] - 1) > 1e-2:
+            return (f"Adam's first moment m holds {m_ratios[0]:.4g} x the gradient of the mean loss over the batch "
+                    f"(for every weight): the loss the gradients come from is scaled. Differentiate the plain mean "
+                    f"over the whole batch.", "")
+        if wrong_weights and not (wrong_m or wrong_v):
+            changes = [float(np.median(np.abs(found["after"][n] - start[n]))) for n in BUILD_NAMES]
+            wanted = [float(np.median(np.abs(expected[n][0] - start[n]))) for n in BUILD_NAMES]
+            ratios = [c / w for c, w in zip(changes, wanted) if w > 0]
+            if ratios and max(ratios) - min(ratios) < 0.05 * max(ratios) and abs(ratios[0] - 1) > 0.05:
+                return (f"the gradients and Adam's slots are right, but every weight moved {ratios[0]:.3g} x as far "
+                        f"as one Adam step with learning rate LEARNING_RATE = {BUILD_RATE:g} moves it: check the "
+                        f"optimizer's learning rate (its other settings at their defaults).", "")
+        wrong = sorted(set(wrong_weights) | {f"m({n})" for n in wrong_m} | {f"v({n})" for n in wrong_v})
+        return (f"{', '.join(wrong)} did not change as one Adam step (learning rate {BUILD_RATE:g}) of the mean "
+                f"cross-entropy over the whole batch changes them on one device.", "")
+
+    @staticmethod
+    def _judge_memory(fb, found):
+        """One point per case: what each device holds against the budget, and, if over, which idea is missing."""
+        case, held, in_weights = found["case"], found["held"], found["in_weights"]
+        budget = case["budget"]
+        placed = ", ".join(f"{n} {_specs_text(s)}" for n, s in zip(BUILD_NAMES, found["specs"]))
+        what = f"{_case_text(case)}: each device holds {held:,} B ({in_weights:,} in weights, " \
+               f"{held - in_weights:,} in Adam's state) with {placed}"
+        if held <= budget:
+            fb.right(what)
+            return
+        hidden = case["hidden"]
+        replicated = [all(s == UNSHARDED for s in spec) for spec in found["specs"]]
+        if all(replicated):
+            why = "every weight is replicated, as in data parallelism, and that does not fit"
+        elif replicated[0]:
+            share = 100 * 784 * hidden // (784 * hidden + hidden + hidden * 10 + 10)
+            why = f"d1.kernel, {share} % of the parameters, is replicated on every device"
+        else:
+            why = "the layouts do not split the weights enough"
+        if replicated[0]:
+            why += (". If a LayoutMap gave the layouts: a key that matches no variable leaves it replicated without a "
+                    "word; tf_keras looks up 'd1.kernel' (the layer's name, a dot, the attribute)")
+        slots = ""
+        if in_weights <= budget:
+            slots = (f" The weights alone ({in_weights:,} B) would fit: Adam keeps two slots per weight in the "
+                     f"weight's layout, so its state is twice the weights' bytes. Count it when you choose.")
+        fb.wrong(f"{what}: over the budget; {why}.{slots}",
+                 answer="Split d1.kernel over both axes, Layout(['batch', 'model'], mesh), with d1.bias and "
+                        "d2.kernel's rows over 'model': that fits every budget of the checker.")
 
 
 def _sums_the_loss_over_batch(kind, axes, tensor_bytes):

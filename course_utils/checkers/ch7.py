@@ -29,12 +29,27 @@ class RestoreOnAnotherMesh(Exercise):
         "was saved (w): tf.train.Checkpoint(w=restored).restore(checkpoint_path).",
     )
 
-    def grade(self, restored):
+    def collect(self, restored, seed=0):
+        """What crosses: ``{"type": the answer's type name}``, and when the answer has ``read_value``,
+        ``"value"`` (what it reads: a DTensor crosses as its layout and per-device blocks) and
+        ``"restore_uid"`` (:func:`restore_uid`: the id a ``tf.train.Checkpoint`` restore stamped on
+        it, ``-1`` if none did, ``None`` if it has none). The checkpoint is the notebook's, so
+        ``seed`` changes nothing here."""
+        data = {"type": type(restored).__name__}
+        if hasattr(restored, "read_value"):
+            data["value"] = restored.read_value()
+            data["restore_uid"] = restore_uid(restored)
+        return data
+
+    def judge(self, data, seed=0):
+        """Reads what :meth:`collect` sent: the value's layout, mesh, shape, dtype and numbers (compared
+        with :func:`saved_value`), and whether a restore wrote into it (a restore id of 0 or more)."""
         fb = Feedback()
-        if not hasattr(restored, "read_value") or layout_of(restored.read_value()) is None:
-            fb.wrong(f"restored should be a dtensor.DVariable, not a {type(restored).__name__}.")
+        value = data.get("value")
+        layout = None if value is None else layout_of(value)
+        if layout is None:
+            fb.wrong(f"restored should be a dtensor.DVariable, not a {data['type']}.")
             return fb
-        layout = layout_of(restored.read_value())
         dims = mesh_dims(layout.mesh)
         if dims == RESTORE_MESH:
             fb.right(f"on the mesh {mesh_text(dims)}")
@@ -46,20 +61,21 @@ class RestoreOnAnotherMesh(Exercise):
             fb.wrong("restored is replicated: split its rows over 'rows' (the first tensor axis).")
         else:
             fb.wrong(f"restored's layout is {layout.sharding_specs}: the rows (the first axis) go over 'rows'.")
-        if tuple(restored.shape) != SAVED_SHAPE:
-            fb.wrong(f"restored has shape {tuple(restored.shape)}; the saved weight is {SAVED_SHAPE}.")
+        if tuple(value.shape) != SAVED_SHAPE:
+            fb.wrong(f"restored has shape {tuple(value.shape)}; the saved weight is {SAVED_SHAPE}.")
             return fb
         import numpy as np
 
-        value = global_numpy(restored.read_value())
-        if restored.dtype.name != "float32":
-            fb.wrong(f"restored is {restored.dtype.name}; the checkpoint holds float32: create the variable with the "
+        numbers = global_numpy(value)
+        uid = data.get("restore_uid")
+        if value.dtype.name != "float32":
+            fb.wrong(f"restored is {value.dtype.name}; the checkpoint holds float32: create the variable with the "
                      f"saved weight's dtype, then restore into it.")
-        elif not value.any():
+        elif not numbers.any():
             fb.wrong("restored still holds zeros: did the restore run, and under the name the checkpoint used (w)?")
-        elif not np.array_equal(value, saved_value()):
+        elif not np.array_equal(numbers, saved_value()):
             fb.wrong("restored holds other values than the saved weight: restore the checkpoint into it.")
-        elif not was_restored(restored):
+        elif type(uid) is not int or uid < 0:
             fb.wrong("restored holds the saved values, but no checkpoint was restored into it: the exercise is to "
                      "read them back from the file with tf.train.Checkpoint, not to build them again.")
         else:
@@ -67,17 +83,24 @@ class RestoreOnAnotherMesh(Exercise):
         return fb
 
 
-def was_restored(variable):
-    """Whether a ``tf.train.Checkpoint`` restore has written into ``variable``.
+def restore_uid(variable):
+    """The id of the last ``tf.train.Checkpoint`` restore that wrote into ``variable``: -1 if none did,
+    None when it has no such id (it is no trackable object).
 
     A restore stamps every object it restores with its restore id (``_update_uid``, set in
-    ``tensorflow/python/checkpoint/restore.py``); a variable that was never restored has -1 there,
-    or no id at all when no checkpoint has tracked it yet.
+    ``tensorflow/python/checkpoint/restore.py``); a variable that was never restored has -1 there.
     """
     try:
-        return int(getattr(variable, "_update_uid", -1)) >= 0
-    except (TypeError, ValueError):
-        return False
+        uid = getattr(variable, "_update_uid", None)
+        return None if uid is None or isinstance(uid, bool) else int(uid)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def was_restored(variable):
+    """Whether a ``tf.train.Checkpoint`` restore has written into ``variable`` (see :func:`restore_uid`)."""
+    uid = restore_uid(variable)
+    return uid is not None and uid >= 0
 
 
 # Exercise 2: which key a LayoutMap gives two paths, under the three rules of the chapter.
@@ -87,7 +110,7 @@ RULES = {"tf_keras": re.match, "keras_3_13": re.search, "keras_3_15": re.fullmat
 OUTCOMES = KEYS + ("replicated", "ValueError")
 
 
-def layout_map_lookup(rule, path):
+def _reference_layout_map_lookup(rule, path):
     """The key a LayoutMap finds for ``path`` under ``rule`` (a key of RULES), 'replicated' or 'ValueError'."""
     found = [key for key in KEYS if RULES[rule](key, path)]
     if not found:
@@ -126,7 +149,7 @@ class LayoutMapRules(Exercise):
     )
 
     def grade(self, found):
-        expected = {f"{part}, {rule}": layout_map_lookup(rule, path)
+        expected = {f"{part}, {rule}": _reference_layout_map_lookup(rule, path)
                     for part, path in PATHS.items() for rule in RULES}
 
         def explain(key, given, raw):
@@ -145,11 +168,23 @@ class LayoutMapRules(Exercise):
 
 
 # Exercise 3: name the parallelism from what each device holds and sends.
-DESCRIPTIONS = {"a": "tensor", "b": "pipeline", "c": "sequence", "d": "expert"}
-# As the exercise describes them: b's stages fed micro-batch by micro-batch and c's ring, passing keys and values
-# hop by hop, are schedules in time. d is written GShard's way: a dispatch einsum and a change of layout from
-# tokens to experts, an all-to-all that DTensor's relayout runs itself (chapter 7 runs one).
-BEYOND_LAYOUTS = {"b", "c"}
+CASES = ("a", "b", "c", "d")  # the exercise's descriptions
+
+
+def _reference_descriptions():
+    """Exercise 3's answer: the kind of parallelism of each description."""
+    return {"a": "tensor", "b": "pipeline", "c": "sequence", "d": "expert"}
+
+
+def _reference_beyond_layouts():
+    """Exercise 3's answer: the cases no layout can express.
+
+    As the exercise describes them: b's stages fed micro-batch by micro-batch and c's ring, passing keys and values
+    hop by hop, are schedules in time. d is written GShard's way: a dispatch einsum and a change of layout from
+    tokens to experts, an all-to-all that DTensor's relayout runs itself (chapter 7 runs one).
+    """
+    return {"b", "c"}
+
 NAMES = {"tensor": "tensor", "model": "tensor", "pipeline": "pipeline", "sequence": "sequence",
          "context": "sequence", "ring attention": "sequence", "expert": "expert", "mixture of experts": "expert",
          "moe": "expert", "data": "data", "fsdp": "fsdp", "zero": "fsdp", "spatial": "spatial"}
@@ -191,9 +226,10 @@ class NameTheParallelism(Exercise):
                 return f"name one kind of parallelism (e.g. 'data', 'tensor', 'pipeline'), got {raw!r}.", ""
             return "read again what each device holds, and what it sends to the others.", ""
 
-        grade_items(fb, kinds, DESCRIPTIONS, explain, _kind, "the name of a kind of parallelism")
+        beyond = _reference_beyond_layouts()
+        grade_items(fb, kinds, _reference_descriptions(), explain, _kind, "the name of a kind of parallelism")
         letters = _letters(beyond_layouts)
-        if letters == BEYOND_LAYOUTS:
+        if letters == beyond:
             fb.right("beyond layouts: the two schedules in time")
             return fb
         if letters is None:
@@ -205,9 +241,9 @@ class NameTheParallelism(Exercise):
         if "d" in letters:
             problems.append("d, as described, is GShard's way: a dispatch einsum, then a change of layout from "
                             "tokens to experts, whose all-to-all DTensor's relayout runs itself (chapter 7, section 7)")
-        if letters - set(DESCRIPTIONS):
-            problems.append(f"{sorted(letters - set(DESCRIPTIONS))} are not among the cases a to d")
-        if BEYOND_LAYOUTS - letters:
+        if letters - set(CASES):
+            problems.append(f"{sorted(letters - set(CASES))} are not among the cases a to d")
+        if beyond - letters:
             problems.append("a scheme that needs an order in time, which no layout can say, is missing")
         fb.wrong("beyond_layouts: " + "; ".join(problems) + ".",
                  answer="They are b (stages fed micro-batch by micro-batch) and c (keys and values passed round "
@@ -216,14 +252,15 @@ class NameTheParallelism(Exercise):
 
 
 # Exercise 4: the pipeline bubble of a GPipe-style schedule.
-def bubble(stages, micro_batches):
+def _reference_bubble(stages, micro_batches):
     """The share of a step each device idles in a GPipe-style schedule: (d - 1) / (m + d - 1)."""
     return (stages - 1) / (micro_batches + stages - 1)
 
 
-def fewest_micro_batches(stages, at_most):
+def _reference_fewest_micro_batches(stages, at_most):
+    """The fewest micro-batches that keep the bubble of ``stages`` stages at most ``at_most``."""
     m = 1
-    while bubble(stages, m) > at_most:
+    while _reference_bubble(stages, m) > at_most:
         m += 1
     return m
 
@@ -249,7 +286,7 @@ class PipelineBubble(Exercise):
 
     def grade(self, idle, micro_batches):
         fb = Feedback()
-        right_idle, given_idle = bubble(4, 12), _number(idle)
+        right_idle, given_idle = _reference_bubble(4, 12), _number(idle)
         if given_idle is not None and abs(given_idle - right_idle) < 1e-3:
             fb.right("idle share with 4 stages and 12 micro-batches")
         elif given_idle is None:
@@ -264,7 +301,7 @@ class PipelineBubble(Exercise):
             fb.wrong("idle: count the slots of a step (the micro-batches, plus those the pipeline needs to fill and "
                      "drain), and the slots in which each device has nothing to do.",
                      answer=f"idle = (4 - 1) / (12 + 4 - 1) = {right_idle}")
-        right_m, given_m = fewest_micro_batches(8, 0.1), as_int(micro_batches)
+        right_m, given_m = _reference_fewest_micro_batches(8, 0.1), as_int(micro_batches)
         if given_m == right_m:
             fb.right("fewest micro-batches for at most 10 % idle with 8 stages")
         elif given_m is None:
@@ -272,7 +309,8 @@ class PipelineBubble(Exercise):
         elif given_m > right_m:
             fb.wrong("micro_batches: that works, but fewer would too: find the smallest.")
         elif given_m > 0:
-            fb.wrong(f"micro_batches: with {given_m}, each device idles {bubble(8, given_m):.1%} of the step with 8 "
+            idle_share = _reference_bubble(8, given_m)
+            fb.wrong(f"micro_batches: with {given_m}, each device idles {idle_share:.1%} of the step with 8 "
                      f"stages, more than 10 %: find the smallest whole m with (8 - 1) / (m + 8 - 1) <= 0.1.",
                      answer=f"micro_batches = {right_m}")
         else:

@@ -1,9 +1,10 @@
 """Chapter 8 · Keras 3 on JAX: the exercises' graders and hints.
 
-The graders of exercises 1-3 read JAX arrays and Keras 3 ``LayoutMap``s by duck typing (``.sharding``,
-``.addressable_shards``, iteration over keys), so that they import neither JAX, Keras nor TensorFlow.
-Exercise 4 runs the learner's training step on a mesh: its grader imports Keras inside ``grade()``
-(the notebook runs it on JAX), and nothing here imports JAX, Keras or TensorFlow at module level.
+Exercise 1's answers are data. Exercise 2's answer is a Keras 3 ``LayoutMap``: its ``collect`` reads
+it by duck typing (iteration over keys, ``.axes``, ``.device_mesh``) into tuples, and its ``judge``
+needs neither JAX, Keras nor TensorFlow. Exercise 4 (``ch8_build.py``) runs the learner's training
+step with Keras on JAX in ``collect``; its ``judge`` uses NumPy only. Nothing here imports JAX,
+Keras or TensorFlow at module level.
 """
 import math
 import re
@@ -11,19 +12,27 @@ import re
 from .answers import as_int, as_shape
 from .core import Exercise, Feedback, chapter
 from .ch8_build import BudgetStep
+from .ch8_run import key_text
 
 UNSHARDED_WORDS = ("unsharded", "UNSHARDED")
 # Exercise 2's model: Flatten -> Dense(256, name="d1") -> Dense(128, name="d2") -> Dense(10, name="d3"), named "mlp3".
 PORT_SHAPES = {"mlp3/d1/kernel": (784, 256), "mlp3/d1/bias": (256,), "mlp3/d2/kernel": (256, 128),
                "mlp3/d2/bias": (128,), "mlp3/d3/kernel": (128, 10), "mlp3/d3/bias": (10,)}
-PORT_AXES = {"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",), "mlp3/d2/kernel": ("model", None),
-             "mlp3/d2/bias": None, "mlp3/d3/kernel": None, "mlp3/d3/bias": None}
 MESH_AXES = {"batch": 4, "model": 2}
 RULES = ("match", "search", "fullmatch")  # tf_keras, Keras 3.13, Keras 3.15
-# Exercise 1's array: 8 x 6, placed with PartitionSpec("batch", None) on the 4 x 2 mesh.
-MYSTERY_SPEC = ("batch", None)
-MYSTERY_SHARD_SHAPE = (8 // MESH_AXES["batch"], 6)
-MYSTERY_COPIES = MESH_AXES["model"]  # the mesh axis the spec does not name replicates each piece
+
+
+def _reference_port_axes():
+    """Exercise 2's answer: each weight's axes under chapter 5's tf_keras map (None: replicated)."""
+    return {"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",), "mlp3/d2/kernel": ("model", None),
+            "mlp3/d2/bias": None, "mlp3/d3/kernel": None, "mlp3/d3/bias": None}
+
+
+def _reference_mystery():
+    """Exercise 1's answer: the array (8 x 6) is placed with PartitionSpec("batch", None) on the 4 x 2 mesh; its
+    spec, the shape of each device's piece, and how many devices hold each piece (the mesh axis the spec does not
+    name replicates it)."""
+    return ("batch", None), (8 // MESH_AXES["batch"], 6), MESH_AXES["model"]
 
 
 class ReadSharding(Exercise):
@@ -40,7 +49,7 @@ class ReadSharding(Exercise):
 
     def grade(self, keras_axes, dtensor_specs, shard_shape, copies):
         fb = Feedback()
-        spec, true_shape, true_copies = MYSTERY_SPEC, MYSTERY_SHARD_SHAPE, MYSTERY_COPIES
+        spec, true_shape, true_copies = _reference_mystery()
 
         given = tuple(keras_axes) if isinstance(keras_axes, (list, tuple)) else keras_axes
         if given == spec:
@@ -78,8 +87,9 @@ class ReadSharding(Exercise):
 
 
 def _keys_and_axes(layout_map):
-    """The keys of a Keras 3 LayoutMap and each key's axes (exact-key lookup returns its layout)."""
-    return {key: tuple(layout_map[key].axes) for key in list(layout_map)}
+    """The keys of a Keras 3 LayoutMap, in order, each with its axes (exact-key lookup returns its layout):
+    ``[(key, axes), ...]``; a compiled pattern as its text."""
+    return [(key_text(key), tuple(layout_map[key].axes)) for key in list(layout_map)]
 
 
 # tf_keras' names of the same weights, as chapter 5's LayoutMap keys them ("d1.kernel").
@@ -119,23 +129,38 @@ class PortLayoutMap(Exercise):
         "columns. Weights that stay replicated need no key (a key with only None does the same).",
     )
 
-    def grade(self, layout_map):
-        fb = Feedback()
+    def collect(self, layout_map, seed=0):
+        """What crosses: ``{"type": the answer's type name, "keys": [(key, axes), ...] in the map's order,
+        or None when the answer is no map of layouts, "mesh": (shape, axis names) of its device mesh, or
+        None}``. Nothing in the answer depends on ``seed``."""
+        data = {"type": type(layout_map).__name__, "keys": None, "mesh": None}
         try:
-            keys = _keys_and_axes(layout_map)
+            data["keys"] = _keys_and_axes(layout_map)
         except (TypeError, AttributeError, KeyError):
+            return data
+        device_mesh = getattr(layout_map, "device_mesh", None)
+        if device_mesh is not None:
+            data["mesh"] = (tuple(device_mesh.shape), tuple(device_mesh.axis_names))
+        return data
+
+    def judge(self, data, seed=0):
+        """Matches the keys that :meth:`collect` sent against the weights' paths under each rule, as
+        tf_keras and Keras 3 do, and compares the layouts found with the tf_keras map's."""
+        fb = Feedback()
+        if data["keys"] is None:
             fb.wrong("layout_map must be a keras.distribution.LayoutMap with a TensorLayout (a tuple of axes) per key.")
             return fb
+        keys = {key: tuple(axes) for key, axes in data["keys"]}
         if not keys:
             fb.wrong("The map has no keys yet: add one per weight that the tf_keras map splits.")
             return fb
-        device_mesh = getattr(layout_map, "device_mesh", None)
-        if device_mesh is not None and (tuple(device_mesh.shape), tuple(device_mesh.axis_names)) != (
-                (4, 2), ("batch", "model")):
-            fb.wrong(f"The map is built on a {' x '.join(map(str, device_mesh.shape))} mesh with axes "
-                     f"{tuple(device_mesh.axis_names)}; chapter 5's map is on a 4 x 2 mesh ('batch', 'model'): build "
-                     f"it on the notebook's device_mesh.")
-            return fb
+        if data["mesh"] is not None:
+            shape, axis_names = (tuple(part) for part in data["mesh"])
+            if (shape, axis_names) != ((4, 2), ("batch", "model")):
+                fb.wrong(f"The map is built on a {' x '.join(map(str, shape))} mesh with axes {axis_names}; chapter "
+                         f"5's map is on a 4 x 2 mesh ('batch', 'model'): build it on the notebook's device_mesh.")
+                return fb
+        port_axes = _reference_port_axes()
         old_form = sorted(key for key in keys if _in_tf_keras_form(key))
         found = {rule: {} for rule in RULES}
         for rule in RULES:
@@ -148,10 +173,10 @@ class PortLayoutMap(Exercise):
                      "Make each key fit one weight only.")
             return fb
         fullmatch = found["fullmatch"]
-        if fullmatch == PORT_AXES:
+        if fullmatch == port_axes:
             fb.right("every weight gets the layout of the tf_keras map", points=2)
         else:
-            wrong = [path for path, axes in PORT_AXES.items() if fullmatch[path] != axes]
+            wrong = [path for path, axes in port_axes.items() if fullmatch[path] != axes]
             too_long = [path for path in wrong if fullmatch[path] is not None
                         and len(fullmatch[path]) > len(PORT_SHAPES[path])]
             if old_form:
@@ -170,8 +195,10 @@ class PortLayoutMap(Exercise):
         return fb
 
 
-def bytes_per_device_of_port(mesh_axes=MESH_AXES, layouts=PORT_AXES, shapes=PORT_SHAPES, bytes_per_number=4):
-    """The bytes of exercise 2's weights on each device under ``layouts`` (every device holds the same)."""
+def _reference_bytes_per_device(layouts=None, mesh_axes=MESH_AXES, shapes=PORT_SHAPES, bytes_per_number=4):
+    """The bytes of exercise 2's weights on each device under ``layouts`` (by default the tf_keras map's;
+    every device holds the same): exercise 3's answer."""
+    layouts = _reference_port_axes() if layouts is None else layouts
     total = 0
     for path, shape in shapes.items():
         axes = layouts[path] or (None,) * len(shape)
@@ -192,8 +219,8 @@ class PredictBytes(Exercise):
     def grade(self, weight_bytes_per_device, weight_bytes_total):
         fb = Feedback()
         per_device, total = as_int(weight_bytes_per_device), as_int(weight_bytes_total)
-        want_total = bytes_per_device_of_port(layouts={path: None for path in PORT_SHAPES})
-        want = bytes_per_device_of_port()
+        want_total = _reference_bytes_per_device({path: None for path in PORT_SHAPES})
+        want = _reference_bytes_per_device()
         if total == want_total:
             fb.right("the model's size")
         elif total is not None and total * 4 == want_total:

@@ -6,14 +6,14 @@ checks an exercise, the cell it lives in and its solution code are read from the
 notebooks by the build (``notebook_cells.py``, generated), so they are written once.
 
 Only relative imports of the course's own modules appear here and at the top of every module of
-this package: the grader loads a private copy of the package under another name (see
-``trusted.py``), and a relative import keeps that copy apart from the one a notebook imports.
+this package, so that a copy of it (the grader's stripped hand-out copy, ``grading/handout.py``)
+imports its own modules.
 """
-import inspect
 import os
 from dataclasses import dataclass
 
 from .answers import is_placeholder, short_error
+from .plain import PlainDataError, dumps, loads
 from .notebook_cells import CHAPTERS as NOTEBOOK_CELLS
 
 __all__ = ["CORRECT", "INCORRECT", "PARTIAL", "UNANSWERED", "ChapterExercises", "Exercise", "Feedback",
@@ -91,11 +91,20 @@ def _signature_of(call):
     return [part.strip() for part in inside.split(",") if part.strip()]
 
 
-class Exercise:
-    """One graded exercise. Subclasses set ``title``, ``points``, ``hints`` and define ``grade``.
+class _CollectFailed(Exception):
+    """The learner's side of a check could not collect the answers (its message says why)."""
 
-    ``grade(self, *answers)`` receives the answers in the order of the check call and returns a
-    :class:`Feedback`; it may raise, which the checker turns into a hint. ``hints`` is a tuple
+
+class Exercise:
+    """One graded exercise. Subclasses set ``title``, ``points``, ``hints`` and define ``grade``
+    (or ``collect`` and ``judge``, when the answer is code).
+
+    A check has two halves that meet only through plain data (:mod:`.plain`): :meth:`export` runs
+    :meth:`collect` where the answers live, :meth:`judge_export` runs :meth:`judge` on the data read
+    back. In a learner's kernel both run there; the grader runs the first in the sandbox and the
+    second in its own process. ``grade(self, *answers)`` receives the answers, read back, in the
+    order of the check call and returns a :class:`Feedback`; it may raise, which the checker turns
+    into a hint. ``hints`` is a tuple
     of hints, the first a nudge and each later one more explicit. ``none_is_answer`` makes
     ``None`` an answer (only ``...`` is then a placeholder); ``unanswered`` decides, per answer,
     whether it is still the placeholder, and may be overridden.
@@ -114,6 +123,7 @@ class Exercise:
     hints = ()
     none_is_answer = False
     teach_first = True  # every chapter: the first wrong check says what is wrong, not the answer
+    seed = 0  # the inputs of a code answer's check in a learner's kernel (the grader draws its own)
 
     def __init__(self, chapter, name, cells, mode=SELF_STUDY):
         self.chapter, self.name, self.mode = chapter, name, mode
@@ -135,25 +145,67 @@ class Exercise:
         """Whether ``answer`` (one argument of the check call) is still its placeholder."""
         return is_placeholder(answer, self.none_is_answer)
 
+    def collect(self, *answers, seed=0):
+        """What :meth:`judge` needs from the answers, as values that cross as plain data (:mod:`.plain`).
+
+        Runs where the answers live: the learner's kernel, and in a graded run the sandbox, so it
+        never decides anything. The default passes the answers on. An exercise whose answer is code
+        overrides it: it calls that code on inputs drawn from ``seed`` (chosen by the grader at
+        grading time) and returns the results, which :meth:`judge` compares with references it
+        computes itself from the same ``seed``.
+        """
+        return list(answers)
+
+    def judge(self, data, seed=0):
+        """A :class:`Feedback` on ``data`` (what :meth:`collect` returned, read back from plain data).
+
+        Runs in the grader's own process, which never runs a learner's code. The default grades the
+        answers read back: ``self.grade(*data)``.
+        """
+        return self.grade(*data)
+
+    def export(self, *args, seed=0, **kwargs):
+        """The learner's side of a check: :meth:`collect` on the answers, as plain-data text. Never raises."""
+        answers = list(args) + list(kwargs.values())
+        if not answers or all(self.unanswered(a) for a in answers):
+            return dumps({"state": UNANSWERED})
+        if len(answers) != len(self.arguments):
+            return dumps({"state": "error", "error": f"it takes {len(self.arguments)} answer(s), "
+                                                     f"{len(answers)} given"})
+        try:
+            return dumps({"state": "answered", "data": self.collect(*answers, seed=seed)})
+        except Exception as err:  # a collect that fails on an answer becomes feedback, judged outside
+            return dumps({"state": "error", "error": short_error(err)})
+
     def evaluate(self, *args, **kwargs):
         """Grade an answer and return a :class:`Result`, without printing it."""
         return self._evaluate(args, kwargs, first_try=False)
 
     def _evaluate(self, args, kwargs, first_try):
-        answers = list(args) + list(kwargs.values())
-        if not answers or all(self.unanswered(a) for a in answers):
+        return self.judge_export(self.export(*args, seed=self.seed, **kwargs), self.seed, first_try)
+
+    def judge_export(self, text, seed=0, first_try=False):
+        """The :class:`Result` of an export (the text :meth:`export` wrote with the same ``seed``).
+
+        This is all the grader runs, in its own process: the text is read as plain data and judged.
+        """
+        try:
+            export = loads(text)
+            state = export["state"]
+        except (PlainDataError, KeyError, TypeError):
+            return Result(0, self.max_points, INCORRECT, "The grader could not read the answers the notebook gave.")
+        if state == UNANSWERED:
             return Result(0, self.max_points, UNANSWERED,
                           f"Replace the placeholder(s) with your answer and run the cell again "
                           f"(call it as {self.call}). Stuck? ex.{self.name}.hint() gives a nudge.")
         try:
-            inspect.signature(self.grade).bind(*args, **kwargs)
-        except TypeError as err:
-            return Result(0, self.max_points, INCORRECT, f"This check is called as {self.call} ({err}).")
-        try:
-            feedback = self.grade(*args, **kwargs)
+            if state != "answered":
+                raise _CollectFailed(str(export.get("error", "no answer data"))[:300])
+            feedback = self.judge(export["data"], seed)
         except Exception as err:  # a checker never raises because of an answer
+            error = str(err) if isinstance(err, _CollectFailed) else short_error(err)
             return Result(0, self.max_points, INCORRECT,
-                          f"The checker could not use your answer ({short_error(err)}). "
+                          f"The checker could not use your answer ({error}). "
                           f"It is called as {self.call}; see ex.{self.name}.hint().")
         points = max(0, min(int(feedback.points), self.max_points))
         status = CORRECT if points == self.max_points else PARTIAL if points else INCORRECT

@@ -6,9 +6,9 @@
 - ``sandbox.py``: one bubblewrap sandbox per submission, around its kernel (``--sandbox``);
 - ``submission.py``: what the grader reads from a handed-in notebook before running it (is it a
   notebook, which chapter, hints printed, code that reaches for the grader);
-- ``session.py``: the run of one notebook in a fresh kernel, with the grader's checks after each
-  exercise's cell;
-- ``kernel_side.py``: the grader's side inside that kernel (private checkers, tamper check, signing);
-- ``records.py``: the signed lines that carry results out of the kernel;
+- ``handout.py``: the package copy the sandboxed kernels import, without solutions or judging code;
+- ``session.py``: the run of one notebook in a fresh kernel; after each exercise's cell it asks the
+  kernel for the answers as plain data and judges them in its own process;
+- ``export.py``: the kernel's side of that request (the exercise's ``collect``, written as plain data);
 - ``report.py``: the CSV table, its digest and the summary.
 """

@@ -5,11 +5,13 @@ special file is not followed or opened, but gets its row). Then it runs each not
 in its own Jupyter kernel (an error in a cell does not stop the later cells), with a time limit per
 notebook enforced from outside, and by default in its own bubblewrap sandbox
 (:mod:`course_utils.grading.sandbox`: no view of the other submissions, the grader or the network;
-every process it started is killed when it ends). The points do not come from anything the notebook
-prints or writes: before the first cell, the grader installs its own copy of the checkers in the
-kernel; after the cell of each exercise (and again at the end) it checks the answers itself, by the
-names of the exercise's check call, and accepts only results signed with a key the notebook never
-sees (see :mod:`course_utils.grading`). The chapter is read from the notebook's cells (and its metadata).
+every process it started is killed when it ends). The kernel imports a copy of ``course_utils``
+without solutions or judging code (:mod:`course_utils.grading.handout`). The points do not come from
+anything the notebook prints: after the cell of each exercise (and again at the end) the grader asks
+the kernel for that exercise's answers as plain data, by the names of the exercise's check call (for
+an answer that is code: what it computes on inputs the grader draws at that moment), and judges them
+in its own process, which runs none of the notebook's code (:mod:`course_utils.grading.session`).
+The chapter is read from the notebook's cells (and its metadata).
 
 It writes ``SUBMISSIONS_DIR/grades.csv`` with the columns of :data:`COLUMNS` (one row per
 exercise per submission), rewritten as each submission's results arrive, and its SHA-256 in
@@ -19,9 +21,7 @@ Exit status: 0 when the folder was graded (whatever the notebooks did), 2 for ba
 sandbox that was asked for and cannot start.
 """
 import argparse
-import hashlib
 import os
-import secrets
 import sys
 import tempfile
 import threading
@@ -29,16 +29,15 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from course_utils.grading import records
-from course_utils.grading.kernel_side import ENTRY
 from course_utils.grading.report import COLUMNS, digest_path, summary, write_csv
+from course_utils.grading.session import read_results
 from course_utils.grading.sandbox import MEMORY_LIMIT, Box, SandboxUnavailable, check_available
 from course_utils.grading.submission import (NotANotebook, identify_chapter, parse_notebook, read_submission,
                                              saved_hint_levels, suspicious_code)
-from course_utils.notebook_runner import read_small_file, run_in_child
+from course_utils.notebook_runner import run_in_child
 
 __all__ = ["COLUMNS", "DEFAULT_TIMEOUT", "NOT_SANDBOXED", "SANDBOXES", "find_notebooks", "grade_folder",
-           "grade_notebook", "main", "package_digests", "resolve_sandbox"]
+           "grade_notebook", "main", "resolve_sandbox"]
 
 DEFAULT_TIMEOUT = 300
 CSV_NAME = "grades.csv"
@@ -47,12 +46,6 @@ SANDBOXES = ("auto", "bwrap", "none")
 NOT_SANDBOXED = ("WARNING: not sandboxed (--sandbox none). Each notebook ran with your user's permissions: it could "
                  "read and change your files, the other submissions, the grader and grades.csv, use the network, "
                  "and leave processes running. Use it only for notebooks you trust.")
-
-
-def package_digests():
-    """SHA-256 of every ``.py`` file of ``course_utils``, by path relative to the package folder."""
-    return {p.relative_to(PACKAGE_DIR).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(PACKAGE_DIR.rglob("*.py"))}
 
 
 def resolve_sandbox(requested="auto"):
@@ -103,34 +96,37 @@ def _status(record, exercise, outcome, timeout, answer_cell, cell_ids):
     """The status of an exercise from its best record (or its absence) and how the run went."""
     report = outcome.get("report", {})
     if record is not None:
-        status, extra = record["status"], record["extra"]
-        if status == "tampered":
-            return f"not checked: the notebook replaced {extra.splitlines()[0]}" + (
-                f" (and {len(extra.splitlines()) - 1} more)" if len(extra.splitlines()) > 1 else "") + \
-                ", which the checkers rely on"
+        status, extra = record["status"], record.get("extra", "")
         if status == "missing":
             raised = report.get("cell_errors", {}).get(answer_cell)
             if raised:
                 return f"not checked: its cell raised {raised}"
             where = "" if answer_cell in cell_ids else f" (the exercise's cell {answer_cell} is not in the notebook)"
             return f"not checked: {extra} is not defined{where}"
-        if status == "error":
-            return f"not checked: the checker failed ({extra[:100]})"
+        if status == "no answers":
+            why = report.get("check_errors", {}).get(exercise, "the kernel wrote no answers")
+            return f"not checked: the notebook interfered with the grader's request for its answers ({why[:80]})"
         return status
-    if report.get("boot_error"):
-        return f"not checked: the grader could not start in the kernel ({report['boot_error'][:100]})"
     if outcome["kind"] == "timeout":
         return f"not checked: time limit ({timeout:g} s) reached before its check ran"
     if outcome["kind"] == "kernel died":
         return "not checked: the kernel died before its check ran"
     if outcome["kind"] == "failed":
         return f"not checked: the notebook could not be run ({outcome.get('detail', '')[:100]})"
-    if exercise in report.get("check_errors", {}):
-        return f"not checked: the notebook interfered with the grader's check ({report['check_errors'][exercise][:80]})"
     return "not checked: its check did not run"
 
 
-def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint_cost=0.0, digests=None,
+def _handout(scratch):
+    """A stripped copy of the package for the kernels (:mod:`course_utils.grading.handout`), readable by any user."""
+    from course_utils.grading.handout import handout_package
+
+    folder = Path(scratch) / "handout"
+    folder.mkdir(mode=0o755)
+    os.chmod(scratch, 0o755)
+    return handout_package(PACKAGE_DIR, folder)
+
+
+def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint_cost=0.0, handout=None,
                    sandbox="auto", data=None, memory_limit=MEMORY_LIMIT):
     """Run one handed-in notebook under the grader and return its rows for ``grades.csv``.
 
@@ -139,8 +135,9 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
         submission: its name in the table (the path relative to the submissions folder).
         timeout: seconds the whole notebook may take, kernel start included.
         chapter: grade it as this chapter (default: the chapter its cells and metadata name).
-        hint_cost: points taken off an exercise per hint level the student used.
-        digests: :func:`package_digests` (computed once per folder by :func:`grade_folder`).
+        hint_cost: points taken off an exercise per hint level used.
+        handout: the package copy the kernel imports (made once per folder by :func:`grade_folder`;
+            default: made now).
         sandbox: ``"auto"``, ``"bwrap"`` or ``"none"`` (see :func:`resolve_sandbox`).
         data: the file's bytes, already read (default: read ``path`` now, see
             :func:`~course_utils.grading.submission.read_submission`), or the ``NotANotebook`` that reading raised.
@@ -179,52 +176,37 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
     if number not in CHAPTER_MODULES:
         return _not_graded(submission, f"chapter {number} has no graded exercises", number, "; ".join(flags),
                            mode), ""
-    definition, cells = chapter_definition(number), CHAPTERS[number]
-    max_points = definition.max_points()
+    cells = CHAPTERS[number]
+    max_points = chapter_definition(number).max_points()
     checks = [{"exercise": name, "cell": cells["exercises"][name]["cell"], "max_points": points}
               for name, points in max_points.items()]
-    key = secrets.token_bytes(32)
-    digests = digests or package_digests()
     hand_out = "graded" if nb.metadata.get("course", {}).get("mode") == "graded" else "self-study"
     env = _kernel_env(cells["keras"], cells["dtensor"], sandboxed=mode == "bwrap")
     with tempfile.TemporaryDirectory(prefix="course-grade-", ignore_cleanup_errors=True) as scratch:
+        handout = Path(handout) if handout else _handout(scratch)
+        results = Path(scratch) / "results.jsonl"  # written by the driver, out of the kernel's reach
         if mode == "bwrap":
-            box = Box(Path(scratch) / "box", memory_limit=memory_limit, read_only=[env.get("TFDS_DATA_DIR", "")])
+            box = Box(Path(scratch) / "box", memory_limit=memory_limit, read_only=[env.get("TFDS_DATA_DIR", "")],
+                      package=handout)
             box.prepare(data, Path(submission).name)
-            results, config_path, owner = box.results, box.config, box.owner
+            exports = box.exports
             spec = {"argv": box.kernel_argv(env), "workdir": str(box.work), "connection_dir": str(box.conn),
-                    "owner": owner}
+                    "owner": box.owner}
+            kernel_env = None
         else:
-            results, config_path, owner, spec = Path(scratch) / "results", Path(scratch) / "kernel.json", None, None
-            results.touch(mode=0o600)
-        payload = {
-            "cells": [{"cell_type": c.cell_type, "source": c.source, "id": c.get("id")} for c in nb.cells],
-            "chapter": number, "checks": checks, "key": key.hex(), "entry": ENTRY,
-            "kernel_side_digest": digests["grading/kernel_side.py"], "kernel_config_path": str(config_path),
-            "kernel_owner": owner,
-            "kernel_config": {"key": key.hex(), "results": str(results), "package_dir": str(PACKAGE_DIR),
-                              "digests": digests, "chapter": number, "mode": hand_out},
-        }
-        outcome = run_in_child("course_utils.grading.session:grade_cells", payload, timeout,
-                               env=None if spec else env, sandbox=spec)
-        written = read_small_file(results)
-    if written is None:
-        flags.append("the grader's results file was replaced by something that is not a file")
-    decoded = [records.decode(key, line) for line in (written or b"").decode(errors="replace").splitlines()]
-    valid = [r for r in decoded if r is not None]
-    if len(valid) < len(decoded):
-        flags.append(f"{len(decoded) - len(valid)} forged line(s) in the grader's results")
+            exports, spec = Path(scratch) / "exports", None
+            exports.mkdir()
+            kernel_env = env
+        payload = {"cells": [{"cell_type": c.cell_type, "source": c.source, "id": c.get("id")} for c in nb.cells],
+                   "chapter": number, "mode": hand_out, "checks": checks, "exports": str(exports),
+                   "results": str(results)}
+        outcome = run_in_child("course_utils.grading.session:grade_cells", payload, timeout, env=kernel_env,
+                               sandbox=spec, kernel_path=None if spec else str(handout.parent))
+        records = read_results(results)
     if outcome.get("report", {}).get("check_errors"):
-        flags.append("the notebook interfered with the grader's checks")
+        flags.append("the notebook interfered with the grader's requests for its answers")
     if outcome.get("sandbox_gone") is False:
         flags.append("some of its processes were still running 10 s after they were killed")
-    report = next((r for r in valid if r["at"] == "report"), None)
-    if report is not None:
-        own, *changed = report["extra"].split("\n")
-        if own and not Path(own).resolve().is_relative_to(PACKAGE_DIR):
-            flags.append(f"imports another course_utils ({own})")
-        if changed:
-            flags.append("replaced " + ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else ""))
     hints = saved_hint_levels(nb, number)
     for name, level in outcome.get("report", {}).get("hints", {}).items():
         hints[name] = max(level, hints.get(name, 0))
@@ -232,7 +214,7 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
     rows = []
     for item in checks:
         name = item["exercise"]
-        mine = [r for r in valid if r["exercise"] == name]
+        mine = [r for r in records if r["exercise"] == name]
         # The check right after the exercise's cell counts, unless the second chance at the end scored more.
         best = max(mine, key=lambda r: (r["points"], r["at"] == "after")) if mine else None
         points = max(0, min(best["points"], item["max_points"])) if best else 0
@@ -330,7 +312,8 @@ def grade_folder(folder, timeout=DEFAULT_TIMEOUT, recursive=False, jobs=None, ec
             contents[path] = read_submission(path)
         except NotANotebook as err:
             contents[path] = err
-    digests = package_digests()
+    scratch = tempfile.TemporaryDirectory(prefix="course-handout-", ignore_cleanup_errors=True)
+    handout = _handout(scratch.name)
     table = _Table(Path(output) if output else folder / CSV_NAME, [names[p] for p in notebooks])
     echo(f"Grading {len(notebooks)} notebook(s) in {folder} (time limit {timeout:g} s each, {jobs} at a time, "
          f"sandbox: {mode}).")
@@ -340,7 +323,7 @@ def grade_folder(folder, timeout=DEFAULT_TIMEOUT, recursive=False, jobs=None, ec
     def grade_one(path):
         submission = names[path]
         try:
-            rows, note = grade_notebook(path, submission, timeout, chapter, hint_cost, digests, mode, contents[path],
+            rows, note = grade_notebook(path, submission, timeout, chapter, hint_cost, handout, mode, contents[path],
                                         memory_limit)
         except Exception as err:  # a bug of the grader's, or a submission it did not foresee: the run goes on
             echo("".join(traceback.format_exception(err)).rstrip())
@@ -354,7 +337,7 @@ def grade_folder(folder, timeout=DEFAULT_TIMEOUT, recursive=False, jobs=None, ec
              + (" FLAGGED" if rows[0]["flags"] else ""))
         return rows
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with scratch, ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(grade_one, notebooks))
     write_csv(table.rows(), table.path)
     return table.rows()

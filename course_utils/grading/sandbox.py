@@ -11,11 +11,11 @@ Inside the sandbox (`bubblewrap <https://github.com/containers/bubblewrap>`_, De
 
 - **Files**: a fresh file system. Read-only: the system folders (``/usr``, ``/etc`` and the
   ``/bin``, ``/lib`` ... links or folders), the Python installation, the virtual environment, the
-  course package and ``TFDS_DATA_DIR``. Private and in memory, with a size limit: ``/tmp`` and
-  ``/dev/shm``. Writable: only the box folder (the working folder with a copy of the student's
-  notebook, the grader's results file, the kernel's connection file). The submissions folder, the
-  other boxes, the grades and your home folder are not there. The results file is mounted on
-  itself, so it cannot be deleted or replaced, only written.
+  course package (the grader's stripped copy, :mod:`course_utils.grading.handout`) and
+  ``TFDS_DATA_DIR``. Private and in memory, with a size limit: ``/tmp`` and ``/dev/shm``. Writable:
+  only the box folder (the working folder with a copy of the student's notebook, the folder the
+  kernel writes its answers to, the kernel's connection file). The submissions folder, the other
+  boxes, the grader's own package, the grades and your home folder are not there.
 - **Processes**: its own PID namespace (it sees only its own processes, and when the grader kills
   the namespace's first process, the kernel kills every process in the namespace, also one started
   in a new session), its own network namespace (only its own loopback: no network), IPC and UTS
@@ -67,12 +67,12 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or cannot start a sandbox here (the message says why)."""
 
 
-def kernel_environment(env):
+def kernel_environment(env, package=PACKAGE):
     """The environment a sandboxed kernel gets: from ``env``, only the variables the course and its
     libraries read (``TF_*``, ``TFDS_*``, ``KERAS_*``, ``COURSE_*``, ``XLA_*``, ``OMP_*``, ``MKL_*``,
     ``LC_*``, ``LANG``, ``LANGUAGE``, ``TZ``, ``PYTHONHASHSEED``), plus a fixed ``PATH``, ``HOME=/tmp``,
-    ``USER`` and ``PYTHONPATH`` set to the folder that holds the grader's own ``course_utils``, so that
-    the notebook imports the package the sandbox shows (whatever put it on the grader's path).
+    ``USER`` and ``PYTHONPATH`` set to the folder that holds ``package`` (the ``course_utils`` the
+    sandbox shows), so that the notebook imports that one (whatever put another on the grader's path).
 
     Example:
         >>> kernel_environment({"TF_USE_LEGACY_KERAS": "1", "AWS_SECRET_ACCESS_KEY": "..."})["TF_USE_LEGACY_KERAS"]
@@ -82,13 +82,13 @@ def kernel_environment(env):
             if name.startswith(ENV_PREFIXES) or name in ENV_NAMES}
     bin_dir = str(Path(PYTHON).parent)
     return {**kept, "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "USER": "student",
-            "LOGNAME": "student", "VIRTUAL_ENV": sys.prefix, "PYTHONPATH": str(PACKAGE.parent)}
+            "LOGNAME": "student", "VIRTUAL_ENV": sys.prefix, "PYTHONPATH": str(Path(package).parent)}
 
 
-def _read_only_trees(extra=()):
-    """The host folders a kernel reads: the Python installation, the virtual environment, the course
-    package and ``extra``; each is left out when it is inside another or inside a system folder."""
-    wanted = [Path(sys.base_prefix), Path(sys.prefix), PACKAGE, *map(Path, extra)]
+def _read_only_trees(package, extra=()):
+    """The host folders a kernel reads: the Python installation, the virtual environment, ``package``
+    and ``extra``; each is left out when it is inside another or inside a system folder."""
+    wanted = [Path(sys.base_prefix), Path(sys.prefix), Path(package), *map(Path, extra)]
     trees = []
     for path in sorted({p for p in wanted if p.is_dir()}, key=lambda p: len(p.parts)):
         if not any(path.is_relative_to(t) for t in trees) and not any(
@@ -105,10 +105,10 @@ class Box:
         memory_limit: bytes of address space per process.
         process_limit: processes and threads of the sandbox user.
         read_only: more host folders to show read-only (e.g. ``TFDS_DATA_DIR``); missing ones are skipped.
+        package: the ``course_utils`` folder the kernel imports (the grader's stripped copy).
 
-    The box folder holds ``work/`` (the kernel's working folder), ``results`` (written by the
-    grader's side in the kernel), ``conn/`` (the connection file and sockets) and, for a moment,
-    ``kernel.json`` (the grader's settings for its side in the kernel, deleted by it).
+    The box folder holds ``work/`` (the kernel's working folder), ``exports/`` (where the kernel
+    writes the answers the grader asks for) and ``conn/`` (the connection file and sockets).
 
     Example:
         >>> box = Box(Path(tempfile.mkdtemp()) / "box", read_only=[os.environ.get("TFDS_DATA_DIR", "")])
@@ -116,10 +116,9 @@ class Box:
         >>> argv = box.kernel_argv({"TFDS_DATA_DIR": "/data"})   # ... "-f"; the connection file follows
     """
 
-    def __init__(self, folder, memory_limit=MEMORY_LIMIT, process_limit=PROCESS_LIMIT, read_only=()):
-        self.folder = Path(folder)
-        self.work, self.results, self.conn = self.folder / "work", self.folder / "results", self.folder / "conn"
-        self.config = self.folder / "kernel.json"
+    def __init__(self, folder, memory_limit=MEMORY_LIMIT, process_limit=PROCESS_LIMIT, read_only=(), package=PACKAGE):
+        self.folder, self.package = Path(folder), Path(package)
+        self.work, self.exports, self.conn = self.folder / "work", self.folder / "exports", self.folder / "conn"
         self.memory_limit, self.process_limit = int(memory_limit), int(process_limit)
         self.read_only = [p for p in read_only if p and Path(p).is_dir()]
         self.privileged = os.geteuid() == 0
@@ -131,13 +130,12 @@ class Box:
         return (self.uid, self.uid) if self.privileged else None
 
     def prepare(self, notebook_bytes=None, notebook_name="submission.ipynb"):
-        """Make the box folder, its working folder (with a copy of the notebook), the results file
+        """Make the box folder, its working folder (with a copy of the notebook), the exports folder
         and the connection folder, owned by the sandbox user."""
         self.folder.mkdir(mode=0o700)
-        for folder in (self.work, self.conn):
+        for folder in (self.work, self.exports, self.conn):
             folder.mkdir(mode=0o700)
-        self.results.touch(mode=0o600)
-        paths = [self.folder, self.work, self.conn, self.results]
+        paths = [self.folder, self.work, self.exports, self.conn]
         if notebook_bytes is not None:
             copy = self.work / notebook_name
             copy.write_bytes(notebook_bytes)
@@ -170,18 +168,17 @@ class Box:
                     out += ["--perms", "0755", "--dir", str(parent)]
             return out
 
-        for tree in _read_only_trees(self.read_only):
+        for tree in _read_only_trees(self.package, self.read_only):
             args += parents(tree) + ["--ro-bind", str(tree), str(tree)]
-        args += parents(self.folder) + ["--bind", str(self.folder), str(self.folder),
-                                         "--bind", str(self.results), str(self.results)]
+        args += parents(self.folder) + ["--bind", str(self.folder), str(self.folder)]
         args += ["--remount-ro", "/", "--chdir", str(self.work), "--clearenv"]
-        for name, value in sorted(kernel_environment(env).items()):
+        for name, value in sorted(kernel_environment(env, self.package).items()):
             args += ["--setenv", name, value]
         return args
 
     def launcher_args(self):
         """``python -I -S sandbox.py launch [limits and user] --``: what runs first inside the sandbox."""
-        args = [PYTHON, "-I", "-S", str(Path(__file__).resolve()), "launch",
+        args = [PYTHON, "-I", "-S", str(self.package / "grading" / "sandbox.py"), "launch",
                 "--memory", str(self.memory_limit), "--processes", str(self.process_limit),
                 "--file-size", str(FILE_SIZE_LIMIT)]
         if self.privileged:

@@ -19,7 +19,8 @@ SUSPICIOUS = {
     "gc.": r"\bgc\s*\.", "sys.modules": r"sys\s*\.\s*modules", "sys.meta_path": r"meta_path",
     "__closure__": r"__closure__", "__globals__": r"__globals__", "frame inspection": r"_getframe|f_locals|f_globals",
     "ctypes": r"\bctypes\b", "builtins": r"\bbuiltins\b", "importlib": r"\bimportlib\b",
-    "the grader's names": r"_course_grader|course_grader__|COURSE_GRAD", "/proc/": r"/proc/",
+    "the grader's names": r"_course_grader|course_grader__|COURSE_GRAD|export_answers|grading\s*\.\s*export",
+    "/proc/": r"/proc/",
     "settrace/setprofile": r"settrace|setprofile", "exception hooks": r"excepthook|set_custom_exc",
     "user_ns": r"user_ns", "os.write/os.open": r"os\s*\.\s*(write|open|dup2?)\b",
 }

@@ -7,7 +7,7 @@ import pytest
 
 from course_utils.checkers import ch1, exercises
 from course_utils.checkout import checkout_root
-from helpers import assert_correct, assert_hint, grade
+from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def code_lines(source):
 
 # --- q1: predict where each operation runs -------------------------------------------------------
 
-RIGHT_PLACEMENTS = dict(ch1.PLACEMENTS)
+RIGHT_PLACEMENTS = dict(ch1._reference_placements())
 
 
 def placements(**changes):
@@ -40,7 +40,7 @@ def test_ch1_q1_placements_are_what_tensorflow_does(cpus8, solution_cells):
     namespace = {"tf": tf, "placements": RIGHT_PLACEMENTS}
     exec(watch, namespace)
     observed = {name: ch1._placement(where) for name, where in namespace["ran_on"].items()}
-    assert observed == ch1.PLACEMENTS
+    assert observed == ch1._reference_placements()
     assert "cannot be modified after being initialized" in namespace["ran_on"]["f"]
 
 
@@ -91,13 +91,13 @@ def test_ch1_q2_tracing_claim_is_what_tensorflow_does(cpus8, solution_cells):
     assert f"[{arguments}]" in watch, "the watch cell must make the calls of the exercise, in order"
     for call in ch1.CALLS:
         assert f"`{call}`" in solution_cells["c05"]
-    namespace = {"tf": tf, "predictions": ch1.TRACES}
+    namespace = {"tf": tf, "predictions": ch1._reference_traces()}
     exec(watch, namespace)
-    assert namespace["observed"] == ch1.TRACES
+    assert namespace["observed"] == ch1._reference_traces()
 
 
 def test_ch1_q2_tracing_hints():
-    right = list(ch1.TRACES)
+    right = list(ch1._reference_traces())
     assert_correct(grade(1, "q2", right))
     assert_correct(grade(1, "q2", np.array(right)))
     assert_hint(grade(1, "q2", [True, False] * 3 + [True]), "call 4, f(3)", "call 7")  # guessing a pattern
@@ -164,8 +164,9 @@ def test_ch1_graded_feedback_never_gives_the_answer(tape_results):
     graded = exercises(1, mode="graded")
     wrong_placements = {"b": 2, "c": 1, "d": 6, "e": 4, "f": 3}
     cases = [
-        (graded.q1, (wrong_placements,), list(ch1.PLACEMENT_REASONS.values()) + ["It runs on", "It is 'error'"]),
-        (graded.q2, ([not t for t in ch1.TRACES],), ch1.WHY),
+        (graded.q1, (wrong_placements,),
+         list(ch1._reference_placement_reasons().values()) + ["It runs on", "It is 'error'"]),
+        (graded.q2, ([not t for t in ch1._reference_traces()],), ch1._reference_why_traces()),
         (graded.q3, unwatched, ["tape.watch(x) inside"]),
         (graded.q3, (grad_x, grad_w), ["dy/dw first"]),
         (graded.q3, (grad_w, tf.constant(6.0)), ["dy/dx is 2*w*x"]),
@@ -179,7 +180,7 @@ def test_ch1_graded_feedback_never_gives_the_answer(tape_results):
         assert any(reveal in shown for reveal in reveals), (exercise.name, shown)
     # q1's graded feedback names no right device for a wrong item
     message = graded.q1.evaluate(wrong_placements).message
-    for key, right in ch1.PLACEMENTS.items():
+    for key, right in ch1._reference_placements().items():
         line = next(line for line in message.splitlines() if line.strip().startswith(f"✗ {key}:"))
         assert f"CPU:{right}" not in line and (right != "error" or "'error'" not in line), line
 
@@ -187,3 +188,19 @@ def test_ch1_graded_feedback_never_gives_the_answer(tape_results):
 def test_ch1_every_exercise_has_a_hint_ladder():
     for exercise in exercises(1):
         assert 2 <= len(exercise.hints) <= 3, exercise.name
+
+
+# --- the graded sandbox's copy of this module states no answer ------------------------------------
+
+def test_ch1_the_sandbox_copy_states_no_answer():
+    module, undefined = sandbox_copy("ch1")
+    assert not undefined
+    for gone in ("PLACEMENTS", "INPUT_DEVICE", "PLACEMENT_REASONS", "TRACES", "WHY", "_reference_placements",
+                 "_reference_input_devices", "_reference_placement_reasons", "_reference_traces",
+                 "_reference_why_traces", "_judge_placement_mistake", "_judge_explain_placement"):
+        assert not hasattr(module, gone), gone
+    for answer in (ch1._reference_placements(), ch1._reference_traces(), ch1._reference_input_devices()):
+        assert not holding(module, answer), answer
+    assert [cls.__name__ for cls in module.CHAPTER.exercises] == [cls.__name__ for cls in ch1.CHAPTER.exercises]
+    for cls in module.CHAPTER.exercises:
+        assert "grade" not in vars(cls) and cls.hints, cls.__name__

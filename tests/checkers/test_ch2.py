@@ -1,12 +1,10 @@
 """Chapter 2's checkers: the right answer, typical wrong answers and the hints they get."""
 import json
-import math
 
-import numpy as np
 import pytest
 
 from course_utils.checkers import ch2, ch2_build
-from helpers import assert_correct, assert_hint, grade
+from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
 def test_ch2_q1_batch_and_learning_rate(cpus8):
@@ -65,7 +63,7 @@ def test_ch2_q2_loss_scaling_inside_strategy_run(cpus8):
 def test_ch2_q3_strategy_choice():
     import tensorflow as tf
 
-    right = {k: v for k, (_, v) in ch2.SCENARIOS.items()}
+    right = ch2._reference_scenario_strategies()
     assert_correct(grade(2, "q3", right))
     as_classes = dict(right, a=tf.distribute.MirroredStrategy, b=tf.distribute.MultiWorkerMirroredStrategy,
                       c="tf.distribute.experimental.ParameterServerStrategy", e="centralstoragestrategy",
@@ -88,7 +86,7 @@ def test_ch2_scenarios_are_in_the_notebook():
     from pathlib import Path
 
     text = (Path(__file__).parents[2] / "solutions" / "02_strategies_one_machine.ipynb").read_text()
-    for scenario, _ in ch2.SCENARIOS.values():
+    for scenario in ch2.SCENARIOS.values():
         assert json.dumps(scenario)[1:-1] in text, scenario
 
 
@@ -315,8 +313,11 @@ def test_ch2_q4_returned_loss_and_errors(cpus8):
 def test_ch2_q4_graded_feedback_keeps_the_answer_back(cpus8):
     from course_utils.checkers import exercises
 
+    from course_utils.checkers.plain import loads
+
+    ex = exercises(2).q4
     for answer in (_step_maker("no_global"), _step_maker(64), _step_maker(reduce_op="MEAN")):
-        feedback = exercises(2).q4.grade(answer)
+        feedback = ex.judge(loads(ex.export(answer, seed=0))["data"], seed=0)  # the Feedback, before rendering
         assert "all_reduce" in feedback.render() or "ReduceOp.SUM" in feedback.render()
         graded = feedback.render(graded=True)
         assert "get_replica_context" not in graded and "ReduceOp.SUM" not in graded, graded
@@ -361,3 +362,63 @@ def test_ch2_q1_numpy_integers_are_whole_numbers(cpus8):
 
     assert_correct(grade(2, "q1", _checker_strategy(), np.int64(512), 0.08))
     assert "512 / 64" not in grade(2, "q1", _checker_strategy(), 512, 5.12).message.split("The batch grew")[0]
+
+
+# The check in two halves (collect where the answers live, judge in the grader): other seeds, forgeries, the sandbox.
+def _solutions(name, cpus8):
+    """The solution's answers to exercise ``name``, as the tests above give them."""
+    import tensorflow as tf
+
+    if name == "q1":
+        return (tf.distribute.MirroredStrategy(cpus8), 512, 0.08)
+    if name == "q2":
+        return (_loss_fns()["right"], tf.distribute.ReduceOp.SUM)
+    return (_step_maker(),)
+
+
+@pytest.mark.parametrize("name", ["q1", "q2", "q4"])
+def test_ch2_solutions_are_right_with_another_seed(name, cpus8):
+    from course_utils.checkers import exercises
+
+    ex = getattr(exercises(2), name)
+    answers = _solutions(name, cpus8)
+    assert_correct(ex.judge_export(ex.export(*answers, seed=12345), seed=12345))
+
+
+@pytest.mark.parametrize("name", ["q2", "q4"])  # q1's answers are numbers and a strategy: no input to draw
+def test_ch2_data_of_another_seed_does_not_score(name, cpus8):
+    from course_utils.checkers import exercises
+
+    ex = getattr(exercises(2), name)
+    forged = ex.judge_export(ex.export(*_solutions(name, cpus8), seed=0), seed=12345)
+    assert forged.points < forged.max_points, str(forged)
+
+
+@pytest.mark.parametrize("module, cls, name", [("ch2", "BatchAndLearningRate", "q1"), ("ch2", "LossScaling", "q2"),
+                                               ("ch2_build", "DistributedStep", "q4")])
+def test_ch2_stripped_copy_collects_what_the_grader_judges(module, cls, name, cpus8):
+    from course_utils.checkers import exercises
+
+    # One checker strategy per process, as in a sandbox (which holds only the stripped copy): a second strategy with
+    # the same collective numbers in this process would reuse the numbers of the first one's collectives.
+    sandbox_side = stripped_exercise(module, cls, 2, name, shared=("_STRATEGY_CACHE", "_STEP_STRATEGIES"))
+    assert not hasattr(sandbox_side, "_judge_strategy") and not hasattr(sandbox_side, "_judge_loss")
+    text = sandbox_side.export(*_solutions(name, cpus8), seed=7)
+    assert_correct(getattr(exercises(2), name).judge_export(text, seed=7))
+
+
+# --- the graded sandbox's copy of this module states no answer ------------------------------------
+
+def test_ch2_the_sandbox_copy_states_no_answer():
+    module, undefined = sandbox_copy("ch2")
+    assert not undefined
+    for gone in ("NAME_WHY", "SCENARIO_WHY", "_reference_scenario_strategies", "_reference_scenario_why",
+                 "_reference_name_why", "_reference_losses"):
+        assert not hasattr(module, gone), gone
+    strategies = ch2._reference_scenario_strategies()
+    assert not holding(module, strategies)
+    assert module.SCENARIOS == ch2.SCENARIOS and list(module.SCENARIOS) == list(strategies)
+    for key, text in module.SCENARIOS.items():  # only the scenarios' text: no strategy in it
+        assert isinstance(text, str) and strategies[key] not in text, key
+    for cls in module.CHAPTER.exercises:  # DistributedStep comes from the real ch2_build here
+        assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls)))

@@ -1,35 +1,36 @@
 """Chapter 3's checkers: the right answer, typical wrong answers and the hints they get."""
 import json
 import signal
-import math
 
-import numpy as np
 import pytest
 
 from course_utils.checkers import ch3
-from helpers import assert_correct, assert_hint, grade
+from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
+
+MWMS, PS = ch3._reference_worker_config(), ch3._reference_ps_config()  # the right TF_CONFIGs, as dicts
+FAULTS = ch3._reference_faults()
 
 
 def test_ch3_q1_tf_config_worker_and_tensorflow_agrees(monkeypatch, cpus8):
     import tensorflow as tf
 
-    right = json.dumps(ch3.MWMS)
+    right = json.dumps(MWMS)
     assert_correct(grade(3, "q1", right))
     monkeypatch.setenv("TF_CONFIG", right)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     assert (resolver.task_type, resolver.task_id) == ("worker", 2)
-    assert resolver.cluster_spec().as_dict() == ch3.MWMS["cluster"]
+    assert resolver.cluster_spec().as_dict() == MWMS["cluster"]
 
     def variant(cluster=None, task=None):
-        return json.dumps({"cluster": cluster or ch3.MWMS["cluster"], "task": task or ch3.MWMS["task"]})
+        return json.dumps({"cluster": cluster or MWMS["cluster"], "task": task or MWMS["task"]})
 
-    assert_hint(grade(3, "q1", ch3.MWMS), "must be a STRING", points=1)
+    assert_hint(grade(3, "q1", MWMS), "must be a STRING", points=1)
     assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": 3})), "count from 0", points=1)
     assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": "2"})), "not the string", points=1)
     assert_hint(grade(3, "q1", variant(task={"type": "chief", "index": 2})), "'chief' is not the role of the third worker", points=1)
-    shuffled = {"worker": list(reversed(ch3.MWMS_WORKERS))}
+    shuffled = {"worker": list(reversed(MWMS["cluster"]["worker"]))}
     assert_hint(grade(3, "q1", variant(cluster=shuffled)), "identically ordered", points=1)
-    with_chief = {"chief": ["localhost:12344"], "worker": ch3.MWMS_WORKERS}
+    with_chief = {"chief": ["localhost:12344"], "worker": MWMS["cluster"]["worker"]}
     assert_hint(grade(3, "q1", variant(cluster=with_chief)), "no chief", points=1)
     assert_hint(grade(3, "q1", "{'cluster': }"), "Not valid JSON")
     assert_hint(grade(3, "q1", json.dumps({"cluster_spec": {}, "task": {}})), "Unknown top-level key")
@@ -38,53 +39,54 @@ def test_ch3_q1_tf_config_worker_and_tensorflow_agrees(monkeypatch, cpus8):
 def test_ch3_q1_optional_keys_that_tensorflow_reads(monkeypatch, cpus8):
     import tensorflow as tf
 
-    with_rpc = json.dumps(dict(ch3.MWMS, rpc_layer="grpc"))
+    with_rpc = json.dumps(dict(MWMS, rpc_layer="grpc"))
     assert_correct(grade(3, "q1", with_rpc))
     monkeypatch.setenv("TF_CONFIG", with_rpc)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     assert resolver.rpc_layer == "grpc" and resolver.task_id == 2  # TensorFlow reads the key
-    noted = grade(3, "q1", json.dumps(dict(ch3.MWMS, environment="cloud")))
+    noted = grade(3, "q1", json.dumps(dict(MWMS, environment="cloud")))
     assert_correct(noted)
     assert "Optional key(s) ['environment']" in noted.message
-    assert_hint(grade(3, "q1", json.dumps(dict(ch3.MWMS, rpc_layer="http"))), "speak 'grpc'", points=1)
-    assert "exactly" not in grade(3, "q1", json.dumps(dict(ch3.MWMS, extra=1))).message
+    assert_hint(grade(3, "q1", json.dumps(dict(MWMS, rpc_layer="http"))), "speak 'grpc'", points=1)
+    assert "exactly" not in grade(3, "q1", json.dumps(dict(MWMS, extra=1))).message
 
 
 def test_ch3_q2_tf_config_parameter_server(monkeypatch, cpus8):
     import tensorflow as tf
 
-    right = json.dumps(ch3.PS)
+    right = json.dumps(PS)
     assert_correct(grade(3, "q2", right))
     monkeypatch.setenv("TF_CONFIG", right)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     assert (resolver.task_type, resolver.task_id) == ("ps", 0)
-    no_chief = {k: v for k, v in ch3.PS_CLUSTER.items() if k != "chief"}
-    assert_hint(grade(3, "q2", json.dumps({"cluster": no_chief, "task": ch3.PS["task"]})),
+    no_chief = {k: v for k, v in PS["cluster"].items() if k != "chief"}
+    assert_hint(grade(3, "q2", json.dumps({"cluster": no_chief, "task": PS["task"]})),
                 "runs the ClusterCoordinator", points=1)
-    renamed = {("parameter_server" if k == "ps" else k): v for k, v in ch3.PS_CLUSTER.items()}
+    renamed = {("parameter_server" if k == "ps" else k): v for k, v in PS["cluster"].items()}
     assert_hint(grade(3, "q2", json.dumps({"cluster": renamed, "task": {"type": "parameter_server", "index": 0}})),
                 "the role is called 'ps'")
-    assert_hint(grade(3, "q2", json.dumps({"cluster": ch3.PS_CLUSTER, "task": {"type": "ps", "index": 1}})),
+    assert_hint(grade(3, "q2", json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 1}})),
                 "count from 0", points=1)
 
 
 def test_ch3_q3_faults():
-    assert_correct(grade(3, "q3", dict(ch3.FAULTS)))
+    assert_correct(grade(3, "q3", dict(FAULTS)))
     assert_correct(grade(3, "q3", {"stop_signal": signal.SIGKILL, "restores": "b", "peer_killed": " B) "}))
     assert_correct(grade(3, "q3", {"stop_signal": 9, "restores": "B", "peer_killed": "B"}))
-    assert_hint(grade(3, "q3", dict(ch3.FAULTS, stop_signal="SIGTERM")), "preemption notifier", points=2)
-    assert_hint(grade(3, "q3", dict(ch3.FAULTS, stop_signal=signal.SIGTERM)), "preemption notifier", points=2)
-    assert_hint(grade(3, "q3", dict(ch3.FAULTS, restores="A")), "optimizer's state", points=2)
-    assert_hint(grade(3, "q3", dict(ch3.FAULTS, restores="C")), "run again from its start", points=2)
-    assert_hint(grade(3, "q3", dict(ch3.FAULTS, restores="D")), "restores automatically", points=2)
-    assert_hint(grade(3, "q3", dict(ch3.FAULTS, peer_killed="A")), "cannot go on alone", points=2)
-    assert_hint(grade(3, "q3", dict(ch3.FAULTS, peer_killed="C")), "START-UP", points=2)
-    assert_hint(grade(3, "q3", dict(ch3.FAULTS, restores="Z")), "one of the letters", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, stop_signal="SIGTERM")), "preemption notifier", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, stop_signal=signal.SIGTERM)), "preemption notifier", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, restores="A")), "optimizer's state", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, restores="C")), "run again from its start", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, restores="D")), "restores automatically", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, peer_killed="A")), "cannot go on alone", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, peer_killed="C")), "START-UP", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, restores="Z")), "one of the letters", points=2)
     assert_hint(grade(3, "q3", "SIGKILL"), "Give a dict")
 
 
 def test_ch3_q4_statements():
-    right = [truth for _, truth, _ in ch3.STATEMENTS]
+    right = [truth for truth, _ in ch3._reference_statements()]
+    assert len(right) == len(ch3.STATEMENTS)
     assert right == [False, True, True, False, True, False]
     assert_correct(grade(3, "q4", right))
     flipped = [not right[0]] + right[1:]
@@ -144,6 +146,45 @@ def test_ch3_q5_a_folder_of_its_own_anywhere(tmp_path):
 
 
 def test_ch3_unknown_top_level_key_is_a_note_not_a_mistake():
-    result = grade(3, "q1", json.dumps({**ch3.MWMS, "job": "mnist"}))
+    result = grade(3, "q1", json.dumps({**MWMS, "job": "mnist"}))
     assert_correct(result)
     assert "✗" not in result.message and "TensorFlow ignores them" in result.message
+
+
+# The check in two halves (collect where the answer lives, judge in the grader): other seeds, forgeries, the sandbox.
+def _right_write_path(path, is_chief, task_id):
+    return path if is_chief else path.parent / f"workertemp_{task_id}" / path.name
+
+
+def test_ch3_q5_right_with_another_seed_and_data_of_another_seed_does_not_score():
+    from course_utils.checkers import exercises
+
+    ex = exercises(3).q5
+    assert_correct(ex.judge_export(ex.export(_right_write_path, seed=12345), seed=12345))
+    forged = ex.judge_export(ex.export(_right_write_path, seed=0), seed=12345)
+    assert forged.points < forged.max_points, str(forged)
+
+
+@pytest.mark.parametrize("cls, name, answers", [("SaveEverywhere", "q5", (_right_write_path,))])
+def test_ch3_stripped_copy_collects_what_the_grader_judges(cls, name, answers):
+    from course_utils.checkers import exercises
+
+    text = stripped_exercise("ch3", cls, 3, name).export(*answers, seed=7)
+    assert_correct(getattr(exercises(3), name).judge_export(text, seed=7))
+
+
+# --- the graded sandbox's copy of this module states no answer ------------------------------------
+
+def test_ch3_the_sandbox_copy_states_no_answer():
+    module, undefined = sandbox_copy("ch3")
+    assert not undefined
+    for gone in ("MWMS", "MWMS_WORKERS", "PS", "PS_CLUSTER", "FAULTS", "FAULT_WHY", "FAULT_ANSWERS",
+                 "_reference_worker_config", "_reference_ps_config", "_reference_faults", "_reference_fault_why",
+                 "_reference_fault_answers", "_reference_statements"):
+        assert not hasattr(module, gone), gone
+    truths = [truth for truth, _ in ch3._reference_statements()]
+    for answer in (MWMS, PS, MWMS["cluster"], PS["cluster"], FAULTS, truths, json.dumps(MWMS), json.dumps(PS)):
+        assert not holding(module, answer), answer
+    assert module.STATEMENTS == ch3.STATEMENTS and all(isinstance(text, str) for text in module.STATEMENTS)
+    for cls in module.CHAPTER.exercises:
+        assert not {"grade", "judge"} & set(vars(cls)) and cls.hints, cls.__name__

@@ -1,5 +1,4 @@
 """Chapter 4's checkers: the right answer, typical wrong answers and the hints they get."""
-import json
 import math
 
 import numpy as np
@@ -7,7 +6,7 @@ import pytest
 
 from course_utils.checkers import ch4, ch4_build, exercises
 from course_utils.checkers.answers import global_numpy
-from helpers import assert_correct, assert_hint, grade
+from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
 def test_ch4_q1_mesh_and_layout(mesh42, cpus8):
@@ -51,11 +50,12 @@ def test_ch4_q3_shard_shapes_and_copies(mesh42):
     from course_utils import pack_batch
     from tensorflow.experimental import dtensor
 
-    shapes = {k: shape for k, (_, shape, _) in ch4.SHARDS.items()}
-    copies = {k: n for k, (_, _, n) in ch4.SHARDS.items()}
+    shapes = {k: shape for k, (shape, _) in ch4._reference_shards().items()}
+    copies = {k: n for k, (_, n) in ch4._reference_shards().items()}
     # The claims, measured: the shard each device holds, and how many devices hold each distinct shard.
     t = np.arange(96, dtype="float32").reshape(ch4.T_SHAPE)
-    for key, (specs, shape, n) in ch4.SHARDS.items():
+    for key, (shape, n) in ch4._reference_shards().items():
+        specs = ch4.SHARD_LAYOUTS[key]
         components = [c.numpy() for c in dtensor.unpack(pack_batch(t, dtensor.Layout(specs, mesh42)))]
         assert {c.shape for c in components} == {shape}, key
         assert len({c.tobytes() for c in components}) == 8 // n, key
@@ -95,10 +95,10 @@ def q4_runs(mesh42):
 
 def test_ch4_q4_answers_are_what_dtensor_runs(q4_runs):
     for key, runs in q4_runs.items():
-        truth = ch4.MATMULS[key][1]
+        truth = ch4._reference_collectives()[key][0]
         assert [(run.kind, run.axes[0]) for run in runs] == ([] if truth == "none" else [truth]), (key, runs)
     # Case d's other plan (gather w whole along k) also gives the right y, but DTensor does not run it.
-    assert ch4.OTHER_PLANS["d"] != ch4.MATMULS["d"][1]
+    assert ch4._reference_other_plans()["d"] != ch4._reference_collectives()["d"][0]
     assert [(run.kind, run.axes) for run in q4_runs["d"]] == [("all-reduce", ("model",))]
 
 
@@ -110,7 +110,7 @@ def test_ch4_q4_accepts_what_collectives_run_by_returns(q4_runs):
 
 
 def test_ch4_q4_collectives():
-    right = {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}
+    right = {k: truth for k, (truth, _) in ch4._reference_collectives().items()}
     assert_correct(grade(4, "q4", right))
     assert_correct(grade(4, "q4", dict(right, a="None", c=["AllReduce", "model"], e=("all_gather", "'model'"))))
     for no_collective in (None, (), [], "none", "no communication"):
@@ -132,10 +132,11 @@ def test_ch4_q4_collectives():
 
 
 def test_ch4_q4_graded_feedback_keeps_the_answer_back():
-    right = {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}
+    right = {k: truth for k, (truth, _) in ch4._reference_collectives().items()}
     result = exercises(4, mode="graded").q4.evaluate(dict(right, e=("all-reduce", "model")))
     assert result.points == 4 and "another collective" in result.message
-    assert ch4.MATMULS["e"][2] not in result.message  # the explanation names the answer: self-study only
+    # the explanation names the answer: self-study only
+    assert ch4._reference_collectives()["e"][1] not in result.message
 
 
 def test_ch4_first_wrong_check_teaches_before_it_tells(capsys):
@@ -143,20 +144,20 @@ def test_ch4_first_wrong_check_teaches_before_it_tells(capsys):
     from course_utils.checkers import chapter_definition
 
     fresh = chapter_definition(4).bind()  # a kernel's checkers, with no checks yet
-    right = {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}
+    right = {k: truth for k, (truth, _) in ch4._reference_collectives().items()}
     wrong = dict(right, e=("all-reduce", "model"))
     fresh.q4.check(wrong)
     first = capsys.readouterr().out
-    assert "another collective" in first and ch4.MATMULS["e"][2] not in first
+    assert "another collective" in first and ch4._reference_collectives()["e"][1] not in first
     assert "a second wrong check shows the answer" in first and "ex.q4.hint()" in first
     fresh.q4.check(wrong)
     second = capsys.readouterr().out
-    assert ch4.MATMULS["e"][2] in second and "a second wrong check" not in second
+    assert ch4._reference_collectives()["e"][1] in second and "a second wrong check" not in second
     assert fresh.q4.wrong_checks == 2
     fresh.q4.check(right)
     assert capsys.readouterr().out.startswith("Correct! 5/5 points.")
     # evaluate() (the grader's and the tests' way in) always gives the mode's full feedback.
-    assert ch4.MATMULS["e"][2] in chapter_definition(4).bind().q4.evaluate(wrong).message
+    assert ch4._reference_collectives()["e"][1] in chapter_definition(4).bind().q4.evaluate(wrong).message
     # A first wrong check with nothing to hold back gets no note.
     fresh.q5.check(dict(COSTS, a_held=4096 * 4096))
     assert "a float32 takes 4 bytes" in (out := capsys.readouterr().out) and "first try" not in out
@@ -165,7 +166,7 @@ def test_ch4_first_wrong_check_teaches_before_it_tells(capsys):
     graded.q4.check(wrong)
     graded.q4.check(wrong)
     out = capsys.readouterr().out
-    assert ch4.MATMULS["e"][2] not in out and "first try" not in out
+    assert ch4._reference_collectives()["e"][1] not in out and "first try" not in out
 
 
 def test_every_chapter_teaches_before_it_tells(capsys):
@@ -185,9 +186,10 @@ def test_ch4_right_answers_print_no_wrong_line(mesh42):
     from tensorflow.experimental import dtensor
 
     results = [grade(4, "q1", mesh42, dtensor.Layout([dtensor.UNSHARDED, "model"], mesh42)),
-               grade(4, "q3", {k: shape for k, (_, shape, _) in ch4.SHARDS.items()},
-                     {k: n for k, (_, _, n) in ch4.SHARDS.items()}),
-               grade(4, "q4", {k: truth for k, (_, truth, _) in ch4.MATMULS.items()}), grade(4, "q5", COSTS)]
+               grade(4, "q3", {k: shape for k, (shape, _) in ch4._reference_shards().items()},
+                     {k: n for k, (_, n) in ch4._reference_shards().items()}),
+               grade(4, "q4", {k: truth for k, (truth, _) in ch4._reference_collectives().items()}),
+               grade(4, "q5", COSTS)]
     for result in results:
         assert result.status == "correct" and "✗" not in result.message, str(result)
 
@@ -197,7 +199,7 @@ COSTS = {"a_held": W_BYTES, "a_sent": 1.5 * W_BYTES, "b_held": W_BYTES // 2, "b_
 
 
 def test_ch4_q5_truth_comes_from_the_cost_model():
-    assert ch4.layout_costs() == {key: round(value) for key, value in COSTS.items()}
+    assert ch4._reference_layout_costs() == {key: round(value) for key, value in COSTS.items()}
 
 
 def test_ch4_q5_layout_cost():
@@ -293,20 +295,21 @@ def test_ch4_q6_cases_are_what_the_exercise_says(mesh42):
         model, w_bytes = dict(dims)["model"], 4 * math.prod(w_shape)
         assert w_bytes // model <= budget and (w_bytes <= budget) == (name == "A"), case
         mesh = ch4_build._case_mesh(dims)
-        least, cheapest = ch4_build.cheapest_layouts(case)
+        least, cheapest = ch4_build.reference_cheapest_layouts(case)
         measured = {}
         for x_specs in ch4_build.X_CHOICES:
             for w_specs in ch4_build.W_CHOICES:
                 sizes = zip(x_shape + w_shape, x_specs + w_specs)
                 if all(size % model == 0 for size, spec in sizes if spec == "model"):
-                    run = ch4_build._measure(case, mesh, x_specs, w_specs)
+                    run = ch4_build._reference_measure(case, mesh, x_specs, w_specs)
                     if run["held"] <= budget:
                         measured[(tuple(x_specs), tuple(w_specs))] = run["sent"]
         assert min(measured.values()) == least, (case, measured)
         assert sorted((tuple(x), tuple(w)) for x, w in cheapest) == sorted(k for k, v in measured.items() if v == least)
-    assert ch4_build.cheapest_layouts(ch4_build.BUDGET_CASES[0])[0] == 0 == ch4_build.cheapest_layouts(ch4_build.BUDGET_CASES[1])[0]
-    assert ch4_build.cheapest_layouts(ch4_build.BUDGET_CASES[2]) == (120, [(["batch", U4], ["model", U4]),
-                                                             (["batch", "model"], ["model", U4])])
+    cheapest_of = ch4_build.reference_cheapest_layouts
+    assert cheapest_of(ch4_build.BUDGET_CASES[0])[0] == 0 == cheapest_of(ch4_build.BUDGET_CASES[1])[0]
+    assert cheapest_of(ch4_build.BUDGET_CASES[2]) == (120, [(["batch", U4], ["model", U4]),
+                                                            (["batch", "model"], ["model", U4])])
 
 
 def test_ch4_q6_right_forms(mesh42):
@@ -433,9 +436,8 @@ def test_ch4_q6_graded_feedback_keeps_the_answer_back(mesh42):
         return choice if choice[1] == [U4, "model"] else (["batch", "model"], ["model", U4], ("all-reduce", "model"))
     for learner, answer in ((gather, "It ran an all-reduce"), (_learner(never_replicate), "Here: x"),
                             (_learner(lambda mesh, x, w, budget: (["batch", U4], [U4, U4], "none")), "Split w over")):
-        feedback = exercises(4).q6.grade(learner)
-        assert answer in feedback.render(), feedback.render()
-        assert answer not in feedback.render(graded=True)
+        shown = exercises(4).q6.evaluate(learner).message
+        assert answer in shown, shown
         graded = exercises(4, mode="graded").q6.evaluate(learner)
         assert graded.points < 4 and answer not in graded.message
 
@@ -443,6 +445,25 @@ def test_ch4_q6_graded_feedback_keeps_the_answer_back(mesh42):
 def test_ch4_q6_right_answer_prints_no_wrong_line(mesh42):
     result = grade(4, "q6", _learner())
     assert result.status == "correct" and "✗" not in result.message, str(result)
+
+
+def test_ch4_q6_right_with_another_seed(mesh42):
+    ex = exercises(4).q6
+    assert_correct(ex.judge_export(ex.export(_learner(), seed=12345), seed=12345))
+
+
+def test_ch4_q6_data_of_another_seed_is_not_enough(mesh42):
+    """x and w come from the seed: y collected for seed 0 is not x @ w of seed 12345."""
+    ex = exercises(4).q6
+    result = ex.judge_export(ex.export(_learner(), seed=0), seed=12345)
+    assert_hint(result, "differs from x @ w", points=3)
+
+
+@pytest.mark.parametrize("module, cls, name", [("ch4_build", "BudgetProduct", "q6")])
+def test_ch4_stripped_checkers_still_collect(mesh42, module, cls, name):
+    stripped = stripped_exercise(module, cls, 4, name)
+    text = stripped.export(_learner(), seed=7)
+    assert_correct(getattr(exercises(4), name).judge_export(text, seed=7))
 
 
 def test_ch4_q5_numpy_floats_are_bytes():
@@ -453,3 +474,20 @@ def test_ch4_q5_numpy_floats_are_bytes():
     assert as_bytes(np.float32(67108864)) == 67108864 and as_bytes(np.array(2.0)) == 2
     assert as_bytes(True) is None and as_bytes("64") is None and as_bytes(float("nan")) is None
     assert_correct(grade(4, "q5", {k: np.float32(v) for k, v in COSTS.items()}))
+
+
+# --- the graded sandbox's copy of this module states no answer ------------------------------------
+
+def test_ch4_the_sandbox_copy_states_no_answer():
+    module, undefined = sandbox_copy("ch4")
+    assert not undefined
+    for gone in ("SHARDS", "MATMULS", "OTHER_PLANS", "layout_costs", "_reference_shards", "_reference_collectives",
+                 "_reference_other_plans", "_reference_layout_costs"):
+        assert not hasattr(module, gone), gone
+    collectives = ch4._reference_collectives()
+    for answer in (ch4._reference_shards(), collectives, ch4._reference_layout_costs(),
+                   {k: truth for k, (truth, _) in collectives.items()}, ch4._reference_other_plans()):
+        assert not holding(module, answer), answer
+    assert module.MATMUL_CASES == ch4.MATMUL_CASES and module.SHARD_LAYOUTS == ch4.SHARD_LAYOUTS
+    for cls in module.CHAPTER.exercises:  # BudgetProduct comes from the real ch4_build here
+        assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls)))

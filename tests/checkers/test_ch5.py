@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch5, ch5_build, exercises
-from helpers import assert_correct, assert_hint, grade
+from course_utils.checkers import ch5, ch5_build, ch5_layers, exercises
+from helpers import assert_correct, assert_hint, grade, stripped_exercise
 
 
 def test_ch5_q1_seed(keras2, mesh42):
@@ -23,7 +23,7 @@ def test_ch5_q1_seed(keras2, mesh42):
     assert_correct(grade(5, "q1", build))
     keras2.utils.set_random_seed(0)  # a seed set elsewhere in the notebook must not hide the bug
     assert_hint(grade(5, "q1", lambda seed: build()), "Call tf.keras.utils.set_random_seed(seed) inside")
-    assert ch5._keras_seed_generator().generator is not None  # the checker put the notebook's seed back
+    assert ch5_layers._keras_seed_generator().generator is not None  # the checker put the notebook's seed back
     assert_hint(grade(5, "q1", lambda seed: build(1)), "seeds 7 and 8 gave the same kernel", points=1)
     assert_hint(grade(5, "q1", lambda seed: np.zeros((6, 4))), "as a DTensor")
     assert_hint(grade(5, "q1", lambda: 1), "raised TypeError")
@@ -78,7 +78,7 @@ def test_ch5_q3_layout_map_matches_what_tf_keras_does(keras2, mesh42):
         hidden = keras2.layers.Dense(128, activation="relu", name="hidden")(inputs)
         outputs = keras2.layers.Dense(10, name="logits")(hidden)
         model = keras2.Model(inputs, outputs)
-    for path, specs in ch5.PATHS.items():
+    for path, specs in ch5._reference_paths().items():
         layer, attribute = path.split(".")
         variable = getattr(model.get_layer(layer), attribute)
         assert dtensor.fetch_layout(variable).sharding_specs == specs, path
@@ -118,7 +118,7 @@ MEMORY = {"data parallel": 19_538_040, "FSDP-style": 5_087_352, "tensor parallel
 
 
 def test_ch5_q5_truth_follows_shapes_layouts_and_the_cost_model():
-    assert ch5.budget_memory() == MEMORY
+    assert ch5._reference_budget_memory() == MEMORY
     sent = ch5.budget_bytes_sent()
     assert sent["tensor parallel"] < sent["2-D"] < sent["data parallel"] < sent["FSDP-style"]
     assert [name for name, total in MEMORY.items() if total <= ch5.BUDGET_BYTES] == ["FSDP-style", "tensor parallel", "2-D"]
@@ -303,6 +303,7 @@ Q6_RIGHT = {
         model="functional", load="none", pack="dtensor.pack", build_adam=True,
         placement=(["model", "batch"], [UN], [UN, UN], [UN])),
 }
+Q6_FIRST = "least sharded that fits, kernel_layout"
 Q6_WRONG = {
     "data parallel": dict(placement="data parallel"),
     "slots forgotten": dict(placement="weights only"),
@@ -328,18 +329,32 @@ import tf_keras
 from course_utils import configure_virtual_cpus, make_mesh
 from course_utils.checkers import exercises
 import test_ch5
+from helpers import stripped_exercise
 
 configure_virtual_cpus(8)
 notebook_mesh = make_mesh([("batch", 4), ("model", 2)])
 answers = {names}
-results = {{}}
+ex, graded_ex = exercises(5).q6, exercises(5, mode="graded").q6
+
+
+def summary(result, graded=None):
+    return {{"points": result.points, "shown": result.message, "graded": (graded or result).message}}
+
+
+results, texts = {{}}, {{}}
 for name in answers:
     options = dict({{**test_ch5.Q6_RIGHT, **test_ch5.Q6_WRONG}}[name])
     if options.get("fixed_mesh") == "notebook":
         options["fixed_mesh"] = notebook_mesh
-    feedback = exercises(5).q6.grade(test_ch5.q6_answer(**options))
-    results[name] = {{"points": feedback.points, "shown": feedback.render(), "graded": feedback.render(graded=True)}}
+    texts[name] = ex.export(test_ch5.q6_answer(**options))
+    results[name] = summary(ex.judge_export(texts[name]), graded_ex.judge_export(texts[name]))
     tf_keras.utils.set_random_seed(0)
+if {seeds}:  # the right answer with another seed, its seed-0 data judged for that seed, and the hand-out's collect
+    right = test_ch5.q6_answer()
+    results["seed 12345"] = summary(ex.judge_export(ex.export(right, seed=12345), seed=12345))
+    results["seed 0 judged as 12345"] = summary(ex.judge_export(texts[{first!r}], seed=12345))
+    stripped = stripped_exercise("ch5_build", "BuildOnMesh", 5, "q6")
+    results["stripped, seed 7"] = summary(ex.judge_export(stripped.export(right, seed=7), seed=7))
 print(json.dumps(results))
 """
 
@@ -357,7 +372,7 @@ def q6_results():
     for combining, names in (("0", [*Q6_RIGHT, *Q6_WRONG]), (None, ["least sharded that fits, kernel_layout"])):
         env = {key: value for key, value in os.environ.items() if key != ch5_build.COMBINING}
         env.update({"TF_CPP_MIN_LOG_LEVEL": "3"}, **({} if combining is None else {ch5_build.COMBINING: combining}))
-        script = Q6_CHILD.format(folder=folder, names=names)
+        script = Q6_CHILD.format(folder=folder, names=names, seeds=combining == "0", first=Q6_FIRST)
         runs[combining] = subprocess.Popen([sys.executable, "-c", script], env=env, text=True,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     results = {}
@@ -427,13 +442,13 @@ def test_ch5_q6_other_answers_are_told_what_to_give():
 def test_ch5_q6_reference_is_one_adam_step_of_the_mean_loss():
     """The checker's reference, against a finite difference and tf_keras' Adam formula at step 1."""
     weights, ((images, labels), _) = ch5_build.build_case(ch5_build.BUILD_CASES[0])
-    per_example, gradients = ch5_build.mlp_reference(weights, images, labels)
+    per_example, gradients = ch5_build.reference_mlp(weights, images, labels)
     nudged = {name: value.astype("float64") for name, value in weights.items()}
     nudged["d2.bias"] = nudged["d2.bias"].copy()
     nudged["d2.bias"][3] += 1e-6
-    slope = (ch5_build.mlp_reference(nudged, images, labels)[0].mean() - per_example.mean()) / 1e-6
+    slope = (ch5_build.reference_mlp(nudged, images, labels)[0].mean() - per_example.mean()) / 1e-6
     assert slope == pytest.approx(gradients["d2.bias"][3], rel=1e-4)
-    after = ch5_build.adam_first_step({n: v.astype("float64") for n, v in weights.items()}, gradients)
+    after = ch5_build.reference_adam_first_step({n: v.astype("float64") for n, v in weights.items()}, gradients)
     change = after["d1.kernel"][0] - weights["d1.kernel"]
     big = np.abs(gradients["d1.kernel"]) > 1e-3  # Adam's first step moves each weight by about the rate, against g
     assert np.allclose(change[big], -ch5_build.BUILD_RATE * np.sign(gradients["d1.kernel"][big]), rtol=1e-2)
@@ -502,3 +517,70 @@ def test_ch5_q2_q3_layouts_on_another_mesh_are_refused(mesh42, keras2):
     layout_map[".*logits.*kernel"] = dtensor.Layout(["model", U], other)
     result = grade(5, "q3", layout_map)
     assert "not on the exercise's batch=4 x model=2" in result.message and result.points < result.max_points
+
+
+# Every answer of exercises 1-4 and 6 is code or a live tf_keras object: collect runs or reads it where it lives
+# (the learner's kernel, or the grader's sandbox with a seed of its own), and judge sees only plain data.
+def right_answers(keras2, mesh):
+    from course_utils import pack_batch
+    from tensorflow.experimental import dtensor
+
+    U = dtensor.UNSHARDED
+
+    def init_kernel(seed):
+        keras2.utils.set_random_seed(seed)
+        layer = keras2.layers.Dense(4, kernel_layout=dtensor.Layout.replicated(mesh, rank=2),
+                                    bias_layout=dtensor.Layout.replicated(mesh, rank=1))
+        layer.build((None, 6))
+        return layer.kernel
+
+    keras2.utils.set_random_seed(3)
+    layer = keras2.layers.Dense(128, kernel_layout=dtensor.Layout([U, "model"], mesh),
+                                bias_layout=dtensor.Layout(["model"], mesh))
+    layer.build((None, 784))
+    layout_map = keras2.dtensor.experimental.LayoutMap(mesh=mesh)
+    layout_map["hidden.kernel"] = dtensor.Layout([U, "model"], mesh)
+    layout_map["hidden.bias"] = dtensor.Layout(["model"], mesh)
+    layout_map["logits.kernel"] = dtensor.Layout(["model", U], mesh)
+
+    def pack_fn(images, labels):
+        return (pack_batch(images, dtensor.Layout.batch_sharded(mesh, "batch", rank=4)),
+                pack_batch(labels, dtensor.Layout.batch_sharded(mesh, "batch", rank=1)))
+
+    return {"q1": init_kernel, "q2": layer, "q3": layout_map, "q4": pack_fn}
+
+
+@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4"])
+def test_ch5_right_with_another_seed(keras2, mesh42, name):
+    ex = getattr(exercises(5), name)
+    answer = right_answers(keras2, mesh42)[name]
+    assert_correct(ex.judge_export(ex.export(answer, seed=12345), seed=12345))
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("q1", "not the ones tf_keras draws"),  # the seeds passed to init_kernel come from the check's seed
+    ("q4", "the packed global value differs"),  # so does the batch pack_fn packs
+])
+def test_ch5_data_of_another_seed_is_not_enough(keras2, mesh42, name, fragment):
+    """Exercises 2 and 3 take no input: their data is the same for every seed."""
+    ex = getattr(exercises(5), name)
+    result = ex.judge_export(ex.export(right_answers(keras2, mesh42)[name], seed=0), seed=12345)
+    assert result.points < result.max_points and fragment in result.message, str(result)
+
+
+@pytest.mark.parametrize("module, cls, name", [("ch5_layers", "Seeds", "q1"), ("ch5_layers", "ShardedDense", "q2"),
+                                               ("ch5", "LayoutMapKeys", "q3"), ("ch5", "PackTrainingBatch", "q4")])
+def test_ch5_stripped_checkers_still_collect(keras2, mesh42, module, cls, name):
+    text = stripped_exercise(module, cls, 5, name).export(right_answers(keras2, mesh42)[name], seed=7)
+    assert_correct(getattr(exercises(5), name).judge_export(text, seed=7))
+
+
+def test_ch5_q6_right_with_another_seed_and_from_the_stripped_checker(q6_results):
+    for name in ("seed 12345", "stripped, seed 7"):
+        result = q6_results["0"][name]
+        assert result["points"] == 5 and "✗" not in result["shown"], (name, result["shown"])
+
+
+def test_ch5_q6_data_of_another_seed_is_not_enough(q6_results):
+    result = q6_results["0"]["seed 0 judged as 12345"]
+    assert result["points"] < 5 and "differs from the one device computes" in result["shown"], result["shown"]

@@ -1,13 +1,13 @@
 """Chapter 6's checkers: the right answer, typical wrong answers and the hints they get."""
 import itertools
-import json
 import math
 
 import numpy as np
 import pytest
 
 from course_utils.checkers import ch6, exercises
-from helpers import assert_correct, assert_hint, grade
+from course_utils.checkers.plain import loads
+from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
 def xavier_limit(fan_in, fan_out):
@@ -393,7 +393,64 @@ def test_ch6_q5_graded_feedback_keeps_the_fix_back(mesh42):
     import tensorflow as tf
 
     scaled_by_32 = _sgd_step(lambda d: tf.reduce_mean(d, axis=0), bias_scale=32.0)
-    feedback = exercises(6).q5.grade(_reference(uses_output_layer=True), "b2", scaled_by_32)
+    ex = exercises(6).q5  # what the grader judges: the data collected from the answers (grade is gone)
+    data = loads(ex.export(_reference(uses_output_layer=True), "b2", scaled_by_32, seed=0))["data"]
+    feedback = ex.judge(data, seed=0)
     assert "reduce_sum" in feedback.render() and "GradientTape" in feedback.render()
     assert "reduce_sum" not in feedback.render(graded=True) and "GradientTape" not in feedback.render(graded=True)
     assert "b2" not in feedback.render(graded=True).split("broken_variable")[0]  # the reference's line names no variable
+
+
+def _solution_answers(name, mesh):
+    """The right answers of exercise ``name``, as the tests above give them."""
+    import tensorflow as tf
+
+    return {"q1": lambda: (xavier_limit, init_weight),
+            "q2": lambda: (_mlp([784, 700, 500, 10], mesh),),
+            "q3": lambda: (make_slots,),
+            "q4": lambda: (_adam_classes()[1],),
+            "q5": lambda: (_reference(), "b2", _sgd_step(lambda d: tf.reduce_sum(d, axis=0)))}[name]()
+
+
+@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q5"])
+def test_ch6_solutions_are_right_for_another_seed(name, mesh42):
+    ex = getattr(exercises(6), name)
+    assert_correct(ex.judge_export(ex.export(*_solution_answers(name, mesh42), seed=12345), seed=12345))
+
+
+@pytest.mark.parametrize("name", ["q1", "q3", "q4", "q5"])  # q2 draws nothing from the seed: it reads the model
+def test_ch6_data_collected_for_another_seed_does_not_score_full_marks(name, mesh42):
+    ex = getattr(exercises(6), name)
+    result = ex.judge_export(ex.export(*_solution_answers(name, mesh42), seed=0), seed=12345)
+    assert result.points < result.max_points, str(result)
+
+
+@pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4", "q5"])
+def test_ch6_the_stripped_copy_collects_what_the_real_judge_accepts(name, mesh42):
+    import sys
+
+    steps, _ = sandbox_copy("ch6_steps")
+    for gone in ("reference_adam", "_reference_sgd_change"):
+        assert gone not in vars(steps)
+    with pytest.MonkeyPatch.context() as patch:  # the stripped ch6 imports the stripped ch6_steps, as in a sandbox
+        patch.setitem(sys.modules, steps.__name__, steps)
+        exercise = stripped_exercise("ch6", ch6.CHAPTER.exercises[int(name[1:]) - 1].__name__, 6, name)
+    cls = type(exercise)
+    assert "judge" not in vars(cls) and "collect" in vars(cls)
+    text = exercise.export(*_solution_answers(name, mesh42), seed=7)
+    assert_correct(getattr(exercises(6), name).judge_export(text, seed=7))
+
+
+# --- the graded sandbox's copy of this module states no answer ------------------------------------
+
+@pytest.mark.parametrize("name", ["ch6", "ch6_steps"])
+def test_ch6_the_sandbox_copy_states_no_answer(name):
+    module, undefined = sandbox_copy(name)
+    assert not undefined
+    # vars, not hasattr: the stripped ch6's __getattr__ forwards to the real ch6_steps in this process
+    assert not [key for key in vars(module) if key.startswith(("reference", "_reference", "_judge", "_grade"))]
+    for answer in ("b2", ["b2"], [(784, 700), (700, 500), (500, 10)]):
+        assert not holding(module, answer), answer
+    for cls in [value for value in vars(module).values() if isinstance(value, type)]:
+        if cls.__module__ == module.__name__ and issubclass(cls, module.Exercise):
+            assert not {"grade", "judge"} & set(vars(cls)) and "collect" in vars(cls) and cls.hints, cls.__name__

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from course_utils.checkers import ch7, exercises
-from helpers import assert_correct, assert_hint, grade
+from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 FOUND = {"kernel, tf_keras": ".*dense_1/kernel", "kernel, keras_3_13": "ValueError",
          "kernel, keras_3_15": ".*dense_1/kernel", "bias, tf_keras": "replicated",
@@ -86,7 +86,7 @@ def test_ch7_q2_truth_is_what_tf_keras_and_keras_3_do(mesh42, keras2):
     for part, path in ch7.PATHS.items():
         found = tf_keras_map[path]
         name = "replicated" if found is None else ch7.KEYS[layouts.index(found)]
-        assert name == FOUND[f"{part}, tf_keras"] == ch7.layout_map_lookup("tf_keras", path)
+        assert name == FOUND[f"{part}, tf_keras"] == ch7._reference_layout_map_lookup("tf_keras", path)
 
     import keras
     from keras import distribution as kd
@@ -102,8 +102,8 @@ def test_ch7_q2_truth_is_what_tf_keras_and_keras_3_do(mesh42, keras2):
             name = "replicated" if found is None else ch7.KEYS[0 if tuple(found.axes) == (None, "model") else 1]
         except ValueError:
             name = "ValueError"
-        assert name == FOUND[f"{part}, keras_3_15"] == ch7.layout_map_lookup("keras_3_15", path)
-    assert {k: ch7.layout_map_lookup(k.split(", ")[1], ch7.PATHS[k.split(", ")[0]]) for k in FOUND} == FOUND
+        assert name == FOUND[f"{part}, keras_3_15"] == ch7._reference_layout_map_lookup("keras_3_15", path)
+    assert {k: ch7._reference_layout_map_lookup(k.split(", ")[1], ch7.PATHS[k.split(", ")[0]]) for k in FOUND} == FOUND
 
 
 def test_ch7_q2_layout_map_rules():
@@ -132,7 +132,7 @@ def test_ch7_q3_truth_a_relayout_between_axes_runs_an_all_to_all(mesh42):
     by_token = pack_batch(np.arange(64, dtype="float32").reshape(8, 8), dtensor.Layout(["model", U], mesh42))
     runs = collectives_run_by(lambda: dtensor.relayout(by_token, dtensor.Layout([U, "model"], mesh42)))
     assert [(run.kind, run.axes) for run in runs] == [("all-to-all", ("model",))]
-    assert ch7.BEYOND_LAYOUTS == {"b", "c"}
+    assert ch7._reference_beyond_layouts() == {"b", "c"}
 
 
 def test_ch7_q3_name_the_parallelism():
@@ -157,7 +157,7 @@ def test_ch7_q4_pipeline_bubble():
     import tensorflow as tf
     from fractions import Fraction
 
-    assert ch7.bubble(4, 12) == 0.2 and ch7.fewest_micro_batches(8, 0.1) == 63
+    assert ch7._reference_bubble(4, 12) == 0.2 and ch7._reference_fewest_micro_batches(8, 0.1) == 63
     assert_correct(grade(7, "q4", 0.2, 63))
     for idle in (np.float32(0.2), np.array(0.2), tf.constant(0.2), Fraction(1, 5), 3 / 15, "0.2"):
         assert_correct(grade(7, "q4", idle, np.int64(63)))  # anything float() takes
@@ -194,3 +194,42 @@ def test_ch7_first_wrong_check_holds_the_answer_back(capsys):
     assert "idle = " not in first and "micro_batches = 63" not in first and "a second wrong check" in first
     fresh.q4.check(0.3, 10)
     assert "micro_batches = 63" in capsys.readouterr().out
+
+
+def test_ch7_q1_is_correct_with_another_seed(checkpoint_path):
+    """The checkpoint is the notebook's, not drawn from the seed: a grader's seed changes nothing."""
+    from tensorflow.experimental import dtensor
+
+    ex = exercises(7).q1
+    restored = restored_from(checkpoint_path, [("rows", 8)], ["rows", dtensor.UNSHARDED])
+    assert_correct(ex.judge_export(ex.export(restored, seed=12345), seed=12345))
+
+
+@pytest.mark.parametrize("name, cls", [("q1", "RestoreOnAnotherMesh")])
+def test_ch7_stripped_copy_still_collects(checkpoint_path, name, cls):
+    from tensorflow.experimental import dtensor
+
+    module, _ = sandbox_copy("ch7")
+    assert "judge" not in vars(getattr(module, cls)) and "restore_uid" in vars(module)
+    stripped = stripped_exercise("ch7", cls, 7, name)
+    answer = restored_from(checkpoint_path, [("rows", 8)], ["rows", dtensor.UNSHARDED])
+    assert_correct(exercises(7).q1.judge_export(stripped.export(answer, seed=7), seed=7))
+
+
+# --- the graded sandbox's copy of this module states no answer ------------------------------------
+
+def test_ch7_the_sandbox_copy_states_no_answer():
+    module, undefined = sandbox_copy("ch7")
+    assert not undefined
+    for gone in ("layout_map_lookup", "DESCRIPTIONS", "BEYOND_LAYOUTS", "bubble", "fewest_micro_batches",
+                 "_reference_layout_map_lookup", "_reference_descriptions", "_reference_beyond_layouts",
+                 "_reference_bubble", "_reference_fewest_micro_batches"):
+        assert not hasattr(module, gone), gone
+    found = {f"{part}, {rule}": ch7._reference_layout_map_lookup(rule, path)
+             for part, path in ch7.PATHS.items() for rule in ch7.RULES}
+    for answer in (found, ch7._reference_descriptions(), ch7._reference_beyond_layouts(),
+                   ch7._reference_bubble(4, 12), ch7._reference_fewest_micro_batches(8, 0.1)):
+        assert not holding(module, answer), answer
+    assert module.CASES == tuple(ch7._reference_descriptions())
+    for cls in module.CHAPTER.exercises:
+        assert not {"grade", "judge"} & set(vars(cls)) and cls.hints, cls.__name__

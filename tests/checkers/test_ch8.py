@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from course_utils.checkers import exercises
-from helpers import assert_correct, assert_hint, grade
+from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +35,10 @@ def test_ch8_q1_knows_what_jax_does_with_the_exercise_array(mystery):
     from course_utils.checkers import ch8
 
     indices = [tuple((s.start, s.stop) for s in shard.index) for shard in mystery.addressable_shards]
-    assert tuple(mystery.sharding.spec) == ch8.MYSTERY_SPEC
-    assert tuple(mystery.addressable_shards[0].data.shape) == ch8.MYSTERY_SHARD_SHAPE
-    assert indices.count(indices[0]) == ch8.MYSTERY_COPIES
+    spec, shard_shape, copies = ch8._reference_mystery()
+    assert tuple(mystery.sharding.spec) == spec
+    assert tuple(mystery.addressable_shards[0].data.shape) == shard_shape
+    assert indices.count(indices[0]) == copies
 
 
 def test_ch8_q1_reads_the_sharding():
@@ -337,18 +338,26 @@ def _grade_q4_cases(out_path):
 
     lookup = inspect.getsource(kd.LayoutMap.__getitem__)  # the rule this Keras matches keys with, read as chapter 8 does
     rule = next(name for name in ("fullmatch", "search") if f"re.{name}(" in lookup)
-    results = {"rule": rule}
+    results, texts = {"rule": rule}, {}
     cases = {**RIGHT_Q4, **{name: case[0] for name, case in WRONG_Q4.items()}, "not a function": "train_one_step"}
     for name, function in cases.items():
         start = time.perf_counter()
         ch8_build.BUDGET_SECONDS = 2 if name == "a step that never finishes" else 60
-        feedback = exercises(8).q4.grade(function)  # once: the self-study and the graded text of the same check
+        texts[name] = exercises(8).q4.export(function)  # once: the self-study and the graded text of the same check
+        result = exercises(8).q4.judge_export(texts[name])
+        graded = exercises(8, mode="graded").q4.judge_export(texts[name])
         seconds = time.perf_counter() - start
-        points = max(0, min(feedback.points, 5))
-        results[name] = {"points": points, "status": "correct" if points == 5 else "partial" if points else "incorrect",
-                         "message": feedback.render(), "graded": feedback.render(graded=True), "seconds": seconds}
+        results[name] = {"points": result.points, "status": result.status, "message": result.message,
+                         "graded": graded.message, "seconds": seconds}
     result = exercises(8, mode="graded").q4.evaluate(RIGHT_Q4[SOLUTION_Q4])  # the real path
     results["graded solution"] = {"points": result.points, "status": result.status, "message": result.message}
+    ex, solution = exercises(8).q4, RIGHT_Q4[SOLUTION_Q4]
+    for name, result in {"another seed": ex.judge_export(ex.export(solution, seed=12345), seed=12345),
+                         "seed 0 judged with another seed": ex.judge_export(texts[SOLUTION_Q4], seed=12345)}.items():
+        results[name] = {"points": result.points, "status": result.status, "message": result.message}
+    stripped = stripped_exercise("ch8_build", "BudgetStep", 8, "q4")
+    result = exercises(8).q4.judge_export(stripped.export(solution, seed=7), seed=7)
+    results["stripped copy"] = {"points": result.points, "status": result.status, "message": result.message}
     with open(out_path, "w") as f:
         json.dump(results, f)
 
@@ -423,14 +432,15 @@ def test_ch8_q4_reference_is_the_keras_loss():
 
     values, images, labels = ch8_build._budget_case()
     values = {path: value.astype("float64") for path, value in values.items()}
-    loss, gradients = ch8_build._numpy_step(values, images, labels)
+    loss, gradients = ch8_build._reference_numpy_step(values, images, labels)
     assert 1.5 < loss < 4.0 and set(gradients) == set(values)
     rng = np.random.default_rng(0)
     for path in values:
         index = tuple(rng.integers(0, n) for n in values[path].shape)
         nudged = {p: v.copy() for p, v in values.items()}
         nudged[path][index] += 1e-6
-        assert abs((ch8_build._numpy_step(nudged, images, labels)[0] - loss) / 1e-6 - gradients[path][index]) < 1e-4, path
+        slope = (ch8_build._reference_numpy_step(nudged, images, labels)[0] - loss) / 1e-6
+        assert abs(slope - gradients[path][index]) < 1e-4, path
     whole = sum(value.nbytes // 2 for value in values.values())  # float32 bytes
     assert whole == 66_216 and whole > ch8_build.BUDGET_BYTES
 
@@ -469,3 +479,54 @@ def test_ch8_q2_a_map_on_another_mesh_is_refused():
     for key, axes in RIGHT_MAP.items():
         layout_map[key] = axes
     assert_hint(grade(8, "q2", layout_map), "a 2 x 4 mesh", "build it on the notebook's device_mesh")
+
+
+def test_ch8_q2_is_correct_with_another_seed(new_map):
+    """The map is data: a grader's seed changes nothing."""
+    ex = exercises(8).q2
+    assert_correct(ex.judge_export(ex.export(new_map(RIGHT_MAP), seed=12345), seed=12345))
+
+
+def test_ch8_q4_is_correct_with_another_seed(q4_results):
+    result = q4_results["another seed"]
+    assert result["status"] == "correct" and result["points"] == 5, result["message"]
+
+
+def test_ch8_q4_data_of_another_seed_is_not_full_marks(q4_results):
+    """The solution's data for seed 0, judged with seed 12345: its loss is not the loss of seed 12345's batch."""
+    result = q4_results["seed 0 judged with another seed"]
+    assert result["points"] < 5 and "not the mean cross-entropy" in result["message"], result["message"]
+
+
+@pytest.mark.parametrize("name", ["q2", "q4"])
+def test_ch8_stripped_copy_still_collects(name, new_map, request):
+    if name == "q4":  # collected in the child, with Keras on JAX
+        result = request.getfixturevalue("q4_results")["stripped copy"]
+        assert result["status"] == "correct", result["message"]
+        return
+    stripped = stripped_exercise("ch8", "PortLayoutMap", 8, "q2")
+    assert_correct(exercises(8).q2.judge_export(stripped.export(new_map(RIGHT_MAP), seed=7), seed=7))
+
+
+# --- the graded sandbox's copy of this module states no answer ------------------------------------
+
+@pytest.mark.parametrize("name", ["ch8", "ch8_build", "ch8_run"])
+def test_ch8_the_sandbox_copy_states_no_answer(name):
+    from course_utils.checkers import ch8, ch8_build
+
+    module, undefined = sandbox_copy(name)
+    assert not undefined
+    assert not [key for key in vars(module) if key.startswith(("reference", "_reference", "_judge", "_grade"))]
+    for gone in ("MYSTERY_SPEC", "MYSTERY_SHARD_SHAPE", "MYSTERY_COPIES"):
+        assert not hasattr(module, gone), gone
+    spec, shard_shape, copies = ch8._reference_mystery()
+    for answer in (ch8._reference_mystery(), spec, shard_shape, ch8._reference_port_axes(),
+                   ch8._reference_bytes_per_device()):
+        assert not holding(module, answer), answer
+    for cls in [value for value in vars(module).values() if isinstance(value, type)]:
+        if cls.__module__ == module.__name__:
+            assert not {"grade", "judge"} & set(vars(cls)), cls.__name__
+    if name == "ch8":
+        assert [cls.__name__ for cls in module.CHAPTER.exercises] == [cls.__name__ for cls in ch8.CHAPTER.exercises]
+    if name == "ch8_build":
+        assert module.BudgetStep.hints == ch8_build.BudgetStep.hints

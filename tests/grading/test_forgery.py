@@ -1,9 +1,12 @@
 """Forged grades earn nothing: each attempt gets only the points of its real answers.
 
 Every submission here answers exercise 1 of chapter 3 right (2 real points), gives wrong answers
-to exercises 2-4 (0 real points), and then tries to get more in one way. All are graded in one
-run of the grader, two at a time.
+to exercises 2-4 (0 real points), and then tries to get more in one way: among them every attack
+of the security review that earned full marks while the checkers ran in the student's kernel. All
+are graded in one run of the grader (in sandboxes where bubblewrap works), two at a time.
 """
+import base64
+
 import pytest
 
 from course_utils.grading import cli as grade
@@ -15,6 +18,27 @@ WRONG = {
     "ch3-q4": "statements = [True, False, False, True, False, True]\nex.q4.check(statements)",
 }
 REAL = {"q1": 2, "q2": 0, "q3": 0, "q4": 0, "q5": 0}
+LIAR = """
+class Liar(list):
+    __class__ = property(lambda self: list)
+    def __eq__(self, other):
+        return True
+    def __len__(self):
+        return 6
+    def __iter__(self):
+        return iter([True] * 6)
+statements = Liar()
+ex.q4.check(statements)
+"""
+PATCH_CHECKERS = """from course_utils.checkers.core import Exercise, Feedback, Result
+def full_marks(self, *answers, **kw):
+    fb = Feedback()
+    fb.right("forged", points=self.points)
+    return fb
+Exercise.grade = Exercise.judge = full_marks
+Exercise.evaluate = lambda self, *a, **k: Result(self.max_points, self.max_points, "correct", "")
+Exercise.judge_export = lambda self, *a, **k: Result(self.max_points, self.max_points, "correct", "")
+"""
 FORGERIES = {
     "grade_file": """
 import json, os
@@ -83,10 +107,8 @@ raise RuntimeError("let the hook speak")
 """,
     "call_grader_directly": """
 import re
-for seq in range(1, 30):
-    __course_grader__(seq, "q4", "after", "0" * 32)
-for request in re.findall(r"__course_grader__\\((.*)\\)", "\\n".join(In)):
-    eval(f"__course_grader__({request})")  # replay the grader's own requests
+for request in re.findall(r"(__import__\\('course_utils.grading.export'.*)", "\\n".join(In)):
+    exec(request.replace("'q1'", "'q4'"))  # a replayed request only writes this kernel's own answers again
 """,
     "replace_grader_entry": """
 __course_grader__ = lambda *a, **k: print("Correct!")
@@ -105,6 +127,34 @@ sys.path.insert(0, "fake")
 from course_utils.checkers import exercises
 ex = exercises(3)
 """,
+    # The attacks of the security review that earned full marks while the checkers ran in the kernel:
+    "closure_attack": """
+import gc, inspect
+found = [inspect.getclosurevars(f).nonlocals for f in gc.get_objects()
+         if inspect.isfunction(f) and f.__closure__ and "sign" in f.__code__.co_freevars]
+found[0]["sign"](99, "q4", "end", 6, 6, "correct")  # there is no grader in the kernel to dig out
+""",
+    "base64_exec": "import base64\nexec(base64.b64decode(%r).decode())\n" % base64.b64encode(PATCH_CHECKERS.encode()).decode(),
+    "checkers_through_sys_modules": """
+modules = getattr(__import__("s" + "ys"), "mod" + "ules")
+for name, module in list(modules.items()):
+    if name.startswith("course_utils.checkers"):
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and hasattr(value, "collect"):
+                value.points = 99
+                value.judge_export = lambda self, *a, **k: print("Correct!")
+""",
+    "bash_then_run": (
+        "get_ipython().run_cell_magic('bash', '', %r)\n"
+        "get_ipython().run_line_magic('run', '-i attack.py')\n" % f"cat > attack.py <<'END'\n{PATCH_CHECKERS}END\n"),
+    "patched_then_restored_by_a_hook": """
+import json
+real = json.dumps
+def restore(*args):
+    json.dumps = real
+json.dumps = lambda *a, **k: real({"__plain__": "dict", "items": [["state", "answered"]]})
+get_ipython().events.register("post_run_cell", restore)
+""",
 }
 
 
@@ -120,7 +170,8 @@ def graded(tmp_path_factory):
     submission(folder / "kill_after_fake_record.ipynb", answers=["q1"], replace=WRONG, after={"ch3-q2": [
         FORGERIES["grade_file"] + "\nos._exit(0)"]})
     submission(folder / "honest.ipynb", answers=["q1"], replace=WRONG)
-    rows = grade.grade_folder(folder, timeout=240, jobs=2, echo=print)
+    submission(folder / "lying_answers.ipynb", answers=["q1"], replace={**WRONG, "ch3-q4": LIAR})
+    grade.grade_folder(folder, timeout=240, jobs=2, echo=print)
     return read_grades(folder / "grades.csv")[1]
 
 
@@ -135,27 +186,9 @@ def test_an_honest_submission_gets_its_real_points(graded):
     assert graded["honest.ipynb"]["q1"]["status"] == "correct" and not graded["honest.ipynb"]["q1"]["flags"]
 
 
-@pytest.mark.parametrize("name", [n for n in FORGERIES if n not in ("patch_json_open_print", "replace_grader_entry")])
+@pytest.mark.parametrize("name", list(FORGERIES))
 def test_forgery_earns_nothing(graded, name):
     assert points(graded, f"{name}.ipynb") == REAL, graded[f"{name}.ipynb"]
-
-
-def test_forged_lines_are_rejected_and_flagged(graded):
-    assert "forged line(s) in the grader's results" in graded["grade_file.ipynb"]["q1"]["flags"]
-
-
-def test_replacing_library_functions_is_refused_and_flagged(graded):
-    rows = graded["patch_json_open_print.ipynb"]
-    assert points(graded, "patch_json_open_print.ipynb") == REAL  # q1 was checked before the patch
-    assert rows["q4"]["status"].startswith("not checked: the notebook replaced builtins.open")
-    assert "replaced builtins.open" in rows["q1"]["flags"]
-
-
-def test_replacing_the_grader_entry_point_is_flagged(graded):
-    rows = graded["replace_grader_entry.ipynb"]
-    assert points(graded, "replace_grader_entry.ipynb") == REAL
-    assert rows["q2"]["status"].startswith("not checked: the notebook interfered with the grader's check")
-    assert "interfered with the grader's checks" in rows["q1"]["flags"]
 
 
 def test_edited_metadata_is_graded_by_its_cells_and_flagged(graded):
@@ -172,37 +205,28 @@ def test_killing_the_kernel_after_a_fake_record(graded):
     rows = graded["kill_after_fake_record.ipynb"]
     assert points(graded, "kill_after_fake_record.ipynb") == REAL
     assert rows["q3"]["status"] == "not checked: the kernel died before its check ran"
-    assert "forged line(s)" in rows["q1"]["flags"]
 
 
-def test_another_course_utils_is_flagged(graded):
-    assert "imports another course_utils" in graded["other_course_utils.ipynb"]["q1"]["flags"]
+def test_a_kernel_that_cannot_reach_the_grader_costs_only_its_later_answers(graded):
+    rows = graded["other_course_utils.ipynb"]  # its own course_utils has no exporter: nothing more is judged
+    assert rows["q2"]["status"].startswith("not checked: the notebook interfered with the grader's request")
+    assert "interfered with the grader's requests" in rows["q1"]["flags"]
+
+
+def test_answers_that_lie_about_their_type_are_judged_as_what_they_are(graded):
+    rows = graded["lying_answers.ipynb"]
+    assert points(graded, "lying_answers.ipynb") == REAL
+    assert rows["q4"]["status"] == "incorrect" and "6 booleans" in rows["q4"]["feedback"], rows["q4"]
 
 
 def test_code_that_reaches_for_the_grader_is_flagged(graded):
     assert "sys.modules" in graded["sys_modules_swap.ipynb"]["q1"]["flags"]
     assert "the grader's names" in graded["call_grader_directly.ipynb"]["q1"]["flags"]
     assert "exception hooks" in graded["exception_hook.ipynb"]["q1"]["flags"]
+    assert "__closure__" in graded["closure_attack.ipynb"]["q1"]["flags"]
 
 
 def test_every_submission_has_a_row_per_exercise(graded):
-    assert len(graded) == len(FORGERIES) + 4
+    assert len(graded) == len(FORGERIES) + 5
     for name, rows in graded.items():
         assert {q: int(r["max_points"]) for q, r in rows.items()} == MAX, name
-
-
-def test_reading_the_kernels_memory_is_the_documented_limit(tmp_path):
-    """A student who owns the kernel can dig the grader's signing function out of its closures. The
-    README says so; the grader cannot stop it, but flags the code that does it."""
-    attack = """
-grader = get_ipython().user_ns["__course_grader__"]
-found = dict(zip(grader.__code__.co_freevars, (c.cell_contents for c in grader.__closure__)))
-for exercise, full in (("q2", 2), ("q3", 3), ("q4", 6)):
-    found["sign"](99, exercise, "end", full, full, "correct")
-"""
-    submission(tmp_path / "introspection.ipynb", answers=["q1"], replace=WRONG, after={"ch3-q1": [attack]})
-    grade.grade_folder(tmp_path, timeout=240, jobs=1, echo=print)
-    rows = read_grades(tmp_path / "grades.csv")[1]["introspection.ipynb"]
-    assert sum(float(r["points"]) for r in rows.values()) == 13  # the forgery worked ...
-    for flag in ("__closure__", "user_ns", "the grader's names"):  # ... and the instructor is told where to look
-        assert flag in rows["q1"]["flags"]

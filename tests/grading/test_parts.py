@@ -1,37 +1,60 @@
-"""The grader's parts on their own: signed records, reading a submission, the summary."""
-import hmac
+"""The grader's parts on their own: the hand-out package, export and judging, reading a submission, the summary."""
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from course_utils.grading import records
+from course_utils.checkers import exercises
+from course_utils.grading.export import export_answers
+from course_utils.grading.handout import handout_package
+from course_utils.grading.session import judge_file
 from course_utils.grading.report import COLUMNS, summary, write_csv
 from course_utils.grading.submission import (NotANotebook, identify_chapter, read_notebook, saved_hint_levels,
                                              suspicious_code)
 from course_utils.notebook_setup import setup_source
 
-KEY = b"k" * 32
-RECORD = dict(seq=3, exercise="q2", at="after", points=1, max_points=2, status="partial",
-              feedback="  ✓ a | b\n  ✗ c", extra="")
+ROOT = Path(__file__).resolve().parents[2]
+
+def test_the_handout_package_has_no_solutions_and_no_judging_code(tmp_path):
+    copy = handout_package(ROOT / "course_utils", tmp_path)
+    cells = (copy / "checkers" / "notebook_cells.py").read_text()
+    assert "'solution': ''" in cells and "ex.q1.check(" in cells
+    for module in sorted((copy / "checkers").glob("ch*.py")):
+        tree = ast.parse(module.read_text())
+        names = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        assert not {n for n in names if n in ("grade", "judge") or n.startswith(("_grade", "_judge", "reference",
+                                                                                  "_reference"))}, module.name
+    code = ("from course_utils.checkers import exercises, registry\n"
+            "import course_utils.checkers.notebook_cells as cells\n"
+            "print(sum(len(exercises(n)) for n in registry()), cells.__file__)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)), timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["37", str(copy / "checkers" / "notebook_cells.py")]
 
 
-def test_hmac_is_the_standard_one():
-    for key in (b"", b"short", b"x" * 64, b"y" * 100):
-        assert records.hmac_sha256(key, b"data") == hmac.new(key, b"data", "sha256").hexdigest()
+def test_export_writes_a_new_file_and_the_driver_judges_it(tmp_path):
+    from IPython.testing.globalipapp import get_ipython
 
-
-def test_records_round_trip_and_reject_any_change():
-    line = records.encode(KEY, RECORD)
-    assert records.decode(KEY, line) == RECORD
-    assert records.decode(b"another key", line) is None
-    assert records.decode(KEY, line.replace("|1|2|", "|2|2|")) is None  # points changed
-    assert records.decode(KEY, "1|q1|after|2|2|correct|||" + "0" * 64) is None
-    assert records.decode(KEY, "not a record") is None
-
-
-def test_check_tokens_differ_per_request():
-    tokens = {records.check_token(KEY, seq, q, at) for seq in (1, 2) for q in ("q1", "q2") for at in ("after", "end")}
-    assert len(tokens) == 8
+    shell = get_ipython()
+    shell.user_ns.update(tf_config=None)
+    shell.user_ns.pop("statements", None)
+    export_answers(3, "q4", 5, tmp_path / "a.json")
+    record = judge_file(exercises(3).q4, tmp_path / "a.json", 5)
+    assert record["status"] == "missing" and record["extra"] == "statements"
+    shell.user_ns["statements"] = [False, True, True, False, True, False]
+    export_answers(3, "q4", 5, tmp_path / "b.json")
+    assert judge_file(exercises(3).q4, tmp_path / "b.json", 5)["points"] == 6
+    with pytest.raises(FileExistsError):
+        export_answers(3, "q4", 5, tmp_path / "b.json")
+    os.symlink(tmp_path / "b.json", tmp_path / "link.json")
+    assert judge_file(exercises(3).q4, tmp_path / "link.json", 5)["status"] == "no answers"
+    (tmp_path / "garbage.json").write_text("{not json")
+    assert judge_file(exercises(3).q4, tmp_path / "garbage.json", 5)["status"] == "incorrect"
 
 
 def notebook(chapter=3, ids=(), sources=()):

@@ -1,0 +1,81 @@
+"""The course package a graded notebook's sandbox imports: the checkers without their judging half.
+
+A graded kernel needs ``course_utils`` to run (set-up, data, pictures) and its exercises' hints
+and ``collect`` methods, but nothing that knows an answer. :func:`handout_package` copies the
+package and removes, from every checker module (``checkers/*.py``):
+
+- the methods named ``grade`` or ``judge``, and the methods and module-level functions whose names
+  start with ``_grade`` or ``_judge``;
+- the module-level functions and classes whose names start with ``reference`` or ``_reference``;
+- the solution code of every exercise (``notebook_cells.py`` keeps each check call and cell id).
+
+So the rule for a checker module is: what computes or states a right answer lives in one of
+those; ``collect`` (which runs in the sandbox) and what it calls never use them.
+"""
+import ast
+import shutil
+from pathlib import Path
+
+__all__ = ["handout_package", "strip_checker_source", "strip_solutions"]
+
+JUDGING_METHODS = ("grade", "judge")
+JUDGING_PREFIXES = ("_grade", "_judge")
+REFERENCE_PREFIXES = ("reference", "_reference")
+
+
+def _judging(node, in_class):
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    if in_class:
+        return node.name in JUDGING_METHODS or node.name.startswith(JUDGING_PREFIXES)
+    return node.name.startswith(REFERENCE_PREFIXES + JUDGING_PREFIXES)
+
+
+def strip_checker_source(source):
+    """``source`` (a checker module) without its judging methods and reference functions.
+
+    Example:
+        >>> print(strip_checker_source("class Q:\\n    def grade(self):\\n        return 42\\n    title = 'q'\\n"))
+        class Q:
+            title = 'q'
+    """
+    tree = ast.parse(source)
+    tree.body = [node for node in tree.body if not _judging(node, in_class=False)]
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            node.body = [item for item in node.body if not _judging(item, in_class=True)] or [ast.Pass()]
+    return ast.unparse(tree) + "\n"
+
+
+def strip_solutions(source):
+    """``notebook_cells.py`` with every exercise's ``"solution"`` text emptied."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == "solution":
+                    node.values[node.values.index(value)] = ast.Constant("")
+    return ast.unparse(tree) + "\n"
+
+
+def handout_package(package_dir, destination):
+    """Copy the package ``package_dir`` (``course_utils``) into ``destination/course_utils``, stripped
+    as the module docstring says, and return the copy's folder.
+
+    Raises:
+        FileExistsError: ``destination/course_utils`` exists already.
+
+    Example:
+        >>> copy = handout_package(Path("course_utils"), Path(tempfile.mkdtemp()))
+        >>> "def judge" in (copy / "checkers" / "ch6.py").read_text()
+        False
+    """
+    target = Path(destination) / Path(package_dir).name
+    shutil.copytree(package_dir, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for module in sorted((target / "checkers").glob("*.py")):
+        source = module.read_text(encoding="utf-8")
+        if module.name == "notebook_cells.py":
+            module.write_text(strip_solutions(source), encoding="utf-8")
+        elif module.name not in ("__init__.py", "core.py", "answers.py", "plain.py"):
+            module.write_text(strip_checker_source(source), encoding="utf-8")
+    return target
