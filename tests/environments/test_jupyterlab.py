@@ -22,6 +22,8 @@ import nbformat
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from chromium import NoChromium, find_chromium
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHAPTER = "notebooks/04_meshes_and_layouts.ipynb"
@@ -50,14 +52,11 @@ ALL_CELLS_RAN = f"""() => {{
 
 @pytest.fixture(scope="module")
 def chromium(request):
-    """The Chromium executable: ``--chromium``, else the first Chromium on PATH."""
-    path = request.config.getoption("--chromium") or next(
-        filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
-    if not path:
-        pytest.fail("The browser test needs Chromium and found none on PATH. Install it (Debian/Ubuntu: "
-                    "`sudo apt-get install chromium`) or name it with --chromium PATH; or leave the browser "
-                    "test out: `python3 course.py test --skip-browser`.", pytrace=False)
-    return path
+    """The Chromium executable: ``--chromium``, else one on PATH, else Playwright's own (downloaded if needed)."""
+    try:
+        return find_chromium(request.config.getoption("--chromium"))
+    except NoChromium as err:
+        pytest.fail(str(err), pytrace=False)
 
 
 def free_port():
