@@ -28,7 +28,19 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["KernelSession", "run_in_child", "run_notebook_cells"]
+__all__ = ["KernelSession", "private_ipc_address", "run_in_child", "run_notebook_cells"]
+
+
+def private_ipc_address():
+    """A new kernel's channel address for ZeroMQ's ``ipc`` transport: a path prefix in a new private
+    folder, so its sockets are files no other kernel can pick. Over TCP, a free port is found by
+    binding and releasing it, and two kernels starting at once may pick the same one
+    (``ZMQError: Address already in use``).
+
+    Example:
+        >>> KernelManager(kernel_name="python3", transport="ipc", ip=private_ipc_address())
+    """
+    return os.path.join(tempfile.mkdtemp(prefix="course-kernel-"), "kernel")
 
 
 class KernelSession:
@@ -40,6 +52,8 @@ class KernelSession:
         cell_timeout: seconds one cell may take (None: no limit).
         sandbox: None, or the dict :func:`run_in_child` describes: the kernel then starts in it.
         on_start: called with the session as soon as the kernel's process exists.
+        ipc_dir: without a sandbox, an empty folder for the kernel's Unix sockets (default: a new private
+            one, removed at the end; see :func:`private_ipc_address`).
 
     Example:
         >>> with KernelSession("/tmp/work", dict(os.environ)) as session:
@@ -48,8 +62,9 @@ class KernelSession:
         '42\\n'
     """
 
-    def __init__(self, workdir, env, cell_timeout=None, sandbox=None, on_start=None):
+    def __init__(self, workdir, env, cell_timeout=None, sandbox=None, on_start=None, ipc_dir=None):
         self.workdir, self.env, self.cell_timeout, self.sandbox = str(workdir), env, cell_timeout, sandbox
+        self.ipc_dir = ipc_dir
         self.on_start = on_start  # called with this session once the kernel's process exists
         self.kernel_pid = None
         self._loop = asyncio.new_event_loop()
@@ -74,7 +89,9 @@ class KernelSession:
         from jupyter_client.manager import AsyncKernelManager
         from nbclient import NotebookClient
 
-        self._km = self._sandboxed_manager() if self.sandbox else AsyncKernelManager(kernel_name="python3")
+        ip = os.path.join(self.ipc_dir, "kernel") if self.ipc_dir else private_ipc_address()
+        self._km = self._sandboxed_manager() if self.sandbox else AsyncKernelManager(
+            kernel_name="python3", transport="ipc", ip=ip)
         self._loop.run_until_complete(self._km.start_kernel(cwd=self.workdir, env=self.env))
         self.kernel_pid = getattr(self._km.provisioner, "pid", None)
         if self.on_start:
@@ -123,6 +140,8 @@ class KernelSession:
             self._loop.run_until_complete(self._km.shutdown_kernel(now=True))
         except Exception:  # the kernel may already be dead; the caller kills its process group anyway
             pass
+        if not self.sandbox and not self.ipc_dir:
+            shutil.rmtree(os.path.dirname(self._km.ip), ignore_errors=True)
         self._loop.close()
         return False
 
@@ -267,6 +286,7 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=
     scratch = Path(tempfile.mkdtemp(prefix="course-run-"))
     result_path, pid_path, log_path = scratch / "result.json", scratch / "kernel.pid", scratch / "child.log"
     (scratch / "kernel-cwd").mkdir()
+    (scratch / "kernel-ipc").mkdir(mode=0o700)  # the kernel's sockets, removed with the scratch folder
     cmd = [sys.executable, "-m", "course_utils.notebook_runner", driver, str(scratch), str(cell_timeout or 0)]
     start = time.monotonic()
     try:
@@ -327,7 +347,8 @@ def _child_main(driver, scratch, cell_timeout):
 
     try:
         kernel_env = dict(os.environ, **({"PYTHONPATH": given["kernel_path"]} if given.get("kernel_path") else {}))
-        with KernelSession(workdir, kernel_env, cell_timeout or None, sandbox, started) as session:
+        with KernelSession(workdir, kernel_env, cell_timeout or None, sandbox, started,
+                           scratch / "kernel-ipc") as session:
             drive(session, payload, outcome["report"])
     except DeadKernelError:
         outcome["kind"] = "kernel died"

@@ -10,6 +10,29 @@ matplotlib.use("Agg")
 def pytest_sessionstart(session):
     # Devices must be configured before any test starts TensorFlow's runtime (loading data does).
     configure_virtual_cpus(8)
+    _nbval_kernels_over_unix_sockets()
+
+
+def _nbval_kernels_over_unix_sockets():
+    """nbval's kernels talk over Unix sockets in a private folder each, not TCP ports: two workers starting
+    kernels at once could pick the same free port (``ZMQError: Address already in use``)."""
+    import shutil
+    from pathlib import Path
+
+    import nbval.kernel
+
+    from course_utils.notebook_runner import private_ipc_address
+
+    class PrivateIpcKernelManager(nbval.kernel.KernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(transport="ipc", ip=private_ipc_address(), **kwargs)
+
+        def cleanup_resources(self, restart=False):
+            super().cleanup_resources(restart=restart)
+            if not restart:
+                shutil.rmtree(Path(self.ip).parent, ignore_errors=True)
+
+    nbval.kernel.KernelManager = PrivateIpcKernelManager
 
 
 @pytest.fixture(scope="session")

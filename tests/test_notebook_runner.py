@@ -37,3 +37,25 @@ def test_time_limit_kills_the_kernel_and_what_it_started(tmp_path):
 def test_a_dying_kernel_is_reported(tmp_path):
     outcome = run_in_child(DRIVER, {"notebook": write(tmp_path / "die.ipynb", "import os\nos._exit(3)")}, 120)
     assert outcome["kind"] == "kernel died"
+
+
+def test_kernels_talk_over_private_unix_sockets_so_two_starting_at_once_cannot_collide(tmp_path):
+    """Over TCP, two kernels starting at once could pick the same free port; over ipc each has its own folder."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import nbval.kernel
+
+    from course_utils.notebook_runner import KernelSession, private_ipc_address
+
+    assert os.path.dirname(private_ipc_address()) != os.path.dirname(private_ipc_address())
+    manager = nbval.kernel.KernelManager(kernel_name="python3")  # nbval's, as tests/conftest.py sets it up
+    assert manager.transport == "ipc" and manager.ip.endswith("/kernel")
+
+    def run(index):
+        with KernelSession(tmp_path, dict(os.environ)) as session:
+            assert session._km.transport == "ipc"
+            return session.execute(f"print({index} * 7)").outputs[0]["text"]
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(run, [1, 2])) == ["7\n", "14\n"]

@@ -89,7 +89,9 @@ def colab_kernel(folder, python):
                  "--InteractiveShellApp.extensions=google.colab",
                  "--InteractiveShellApp.reraise_ipython_extension_failures=True"],
         "display_name": "Python 3 (Colab-like)", "language": "python"}))
-    return KernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[folder]))
+    # Unix sockets in this test's own folder: no TCP port two kernels starting at once could both pick
+    return KernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[folder]),
+                         transport="ipc", ip=str(Path(folder) / "kernel"))
 
 
 @pytest.mark.parametrize("notebook", [
