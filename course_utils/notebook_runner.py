@@ -96,9 +96,9 @@ class KernelSession:
         self.kernel_pid = getattr(self._km.provisioner, "pid", None)
         if self.on_start:
             self.on_start(self)
-        self._client = NotebookClient(nbformat.v4.new_notebook(), km=self._km, timeout=self.cell_timeout,
-                                      allow_errors=True, startup_timeout=120,
-                                      resources={"metadata": {"path": self.workdir}})
+        self._client = _capped_client_class(NotebookClient)(
+            nbformat.v4.new_notebook(), km=self._km, timeout=self.cell_timeout, allow_errors=True,
+            startup_timeout=120, resources={"metadata": {"path": self.workdir}})
         self._loop.run_until_complete(self._client.async_start_new_kernel_client())
         return self
 
@@ -131,8 +131,8 @@ class KernelSession:
         import nbformat
 
         cell = nbformat.v4.new_code_cell(source)
-        self._client.nb.cells.append(cell)
-        self._loop.run_until_complete(self._client.async_execute_cell(cell, len(self._client.nb.cells) - 1))
+        self._client.nb.cells[:] = [cell]  # earlier cells' outputs are not kept
+        self._loop.run_until_complete(self._client.async_execute_cell(cell, 0))
         return cell
 
     def __exit__(self, *exc_info):
@@ -144,6 +144,32 @@ class KernelSession:
             shutil.rmtree(os.path.dirname(self._km.ip), ignore_errors=True)
         self._loop.close()
         return False
+
+
+OUTPUT_LIMIT = 1 << 20  # characters of output kept per cell; the rest is dropped (a cell may print gigabytes)
+
+
+def _capped_client_class(base):
+    """``base`` (nbclient's NotebookClient) keeping at most :data:`OUTPUT_LIMIT` characters of each cell's outputs."""
+
+    class CappedClient(base):
+        def output(self, outs, msg, display_id, cell_index):
+            content = msg.get("content", {})
+            size = len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values())
+            kept = sum(len(o.get("text", "")) + sum(len(str(v)) for v in o.get("data", {}).values()) for o in outs)
+            if kept + size <= OUTPUT_LIMIT:
+                return super().output(outs, msg, display_id, cell_index)
+            if any(o.get("name") == "course-dropped" for o in outs):
+                return None
+            room = OUTPUT_LIMIT - kept
+            if "text" in content and room > 0:  # keep the beginning of a long stream
+                super().output(outs, {**msg, "content": {**content, "text": content["text"][:room]}}, display_id,
+                               cell_index)
+            outs.append({"output_type": "stream", "name": "course-dropped",
+                         "text": f"[more than {OUTPUT_LIMIT} characters of output: the rest was dropped]"})
+            return None
+
+    return CappedClient
 
 
 def cell_error(cell):

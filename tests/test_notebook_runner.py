@@ -59,3 +59,16 @@ def test_kernels_talk_over_private_unix_sockets_so_two_starting_at_once_cannot_c
 
     with ThreadPoolExecutor(2) as pool:
         assert list(pool.map(run, [1, 2])) == ["7\n", "14\n"]
+
+
+def test_a_cell_keeps_at_most_a_mebibyte_of_output(tmp_path):
+    """A notebook that prints gigabytes cannot fill the memory of the process that drives its kernel."""
+    import os
+
+    from course_utils.notebook_runner import OUTPUT_LIMIT, KernelSession
+
+    with KernelSession(tmp_path, dict(os.environ)) as session:
+        cell = session.execute("for _ in range(40):\n    print('x' * 100_000)")
+        kept = "".join(o.get("text", "") for o in cell.outputs)
+        assert OUTPUT_LIMIT - 200_000 < len(kept) <= OUTPUT_LIMIT + 200 and "the rest was dropped" in kept
+        assert session.execute("print('next')").outputs[0]["text"] == "next\n"  # the next cell starts afresh

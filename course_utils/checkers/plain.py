@@ -36,6 +36,8 @@ MAX_ITEMS = 200_000
 MAX_BYTES = 64 << 20
 LIBRARIES = ("builtins", "numpy", "tensorflow", "tf_keras", "keras", "jax")  # classes read back as themselves
 SCALARS = (type(None), bool, int, float, str)
+ENUM_MODULES = ("signal", "enum")  # enumerations read back (signal.SIGTERM)
+RECORD_MODULES = ("course_utils.profiling",)  # course_utils' dataclasses read back (CollectiveRun)
 
 
 class PlainDataError(ValueError):
@@ -265,12 +267,17 @@ def _read_array(data, depth=0):
 
 
 def _library_class(module, name, roots=LIBRARIES):
-    """The class ``module.name`` when ``module`` belongs to one of ``roots`` (imported if needed), else None."""
-    if module.split(".")[0] not in roots:
+    """The class ``module.name``, or None. Only a module already loaded in this process is looked in (after
+    importing the top-level package of one of ``roots``, a fixed list): the data never chooses what is imported."""
+    top = module.split(".")[0]
+    if top not in roots:
         return None
-    value = importlib.import_module(module)
-    for part in name.split("."):
-        value = getattr(value, part, None)
+    if top in LIBRARIES and top not in sys.modules:
+        importlib.import_module(top)
+    loaded, parts = sys.modules.get(module), name.split(".")
+    value = vars(loaded).get(parts[0]) if loaded is not None else None  # not getattr: no lazy loader runs
+    for part in parts[1:]:  # a class defined in a class
+        value = vars(value).get(part) if isinstance(value, type) else None
     return value if isinstance(value, type) else None
 
 
@@ -287,13 +294,15 @@ def _read_exception(data, depth=0):
 
 
 def _read_enum(data, depth=0):
-    cls = _library_class(str(data["module"]), str(data["name"]), tuple(sys.stdlib_module_names))
+    cls = _library_class(str(data["module"]), str(data["name"]), ENUM_MODULES)
     if cls is None or not issubclass(cls, enum.Enum):
         raise PlainDataError(f"{data['module']}.{data['name']} is not an enumeration of the standard library")
     return cls[str(data["member"])]
 
 
 def _read_course_record(data, depth):
+    if str(data["module"]) in RECORD_MODULES:
+        importlib.import_module(str(data["module"]))
     cls = _library_class(str(data["module"]), str(data["name"]), ("course_utils",))
     fields = from_plain(data["fields"], depth + 1)
     if cls is None or not dataclasses.is_dataclass(cls) or type(fields) is not dict:

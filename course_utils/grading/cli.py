@@ -37,7 +37,7 @@ from course_utils.grading.submission import (NotANotebook, identify_chapter, par
 from course_utils.notebook_runner import run_in_child
 
 __all__ = ["COLUMNS", "DEFAULT_TIMEOUT", "NOT_SANDBOXED", "SANDBOXES", "find_notebooks", "grade_folder",
-           "grade_notebook", "main", "resolve_sandbox"]
+           "grade_notebook", "main", "printable", "resolve_sandbox"]
 
 DEFAULT_TIMEOUT = 300
 CSV_NAME = "grades.csv"
@@ -232,6 +232,20 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
     return rows, note
 
 
+def printable(value):
+    """``value`` with the control characters a notebook may have put in its text (terminal escape codes that
+    could rewrite the grader's output) shown as ``?``; line breaks and tabs are kept. Non-strings unchanged.
+
+    Example:
+        >>> printable("boom\x1b[2K\r[1/3] bob: 16/16")
+        'boom?[2K?[1/3] bob: 16/16'
+    """
+    if not isinstance(value, str):
+        return value
+    return "".join(c if c in "\n\t" or (c >= " " and c != "\x7f" and not "\x80" <= c <= "\x9f") else "?"
+                   for c in value)
+
+
 def find_notebooks(folder, recursive=False):
     """The ``.ipynb`` entries to grade, sorted; hidden folders (``.ipynb_checkpoints``) are skipped, and
     so are folders named ``*.ipynb``. Symbolic links, FIFOs and other special files named ``*.ipynb``
@@ -326,15 +340,16 @@ def grade_folder(folder, timeout=DEFAULT_TIMEOUT, recursive=False, jobs=None, ec
             rows, note = grade_notebook(path, submission, timeout, chapter, hint_cost, handout, mode, contents[path],
                                         memory_limit)
         except Exception as err:  # a bug of the grader's, or a submission it did not foresee: the run goes on
-            echo("".join(traceback.format_exception(err)).rstrip())
+            echo(printable("".join(traceback.format_exception(err)).rstrip()))
             rows, note = _not_graded(submission, f"the grader failed on it ({type(err).__name__}: {str(err)[:100]})",
                                      sandbox=mode), ""
+        rows, note = [{key: printable(value) for key, value in row.items()} for row in rows], printable(note)
         table.add(submission, rows, echo)
         graded = not rows[0]["status"].startswith("not graded")
         result = f"{sum(r['points'] for r in rows):g}/{sum(r['max_points'] for r in rows)} points" if graded \
             else rows[0]["status"]
-        echo(f"  [{len(table.done)}/{len(notebooks)}] {submission}: {result}" + (f" ({note})" if note else "")
-             + (" FLAGGED" if rows[0]["flags"] else ""))
+        echo(f"  [{len(table.done)}/{len(notebooks)}] {printable(submission)}: {result}"
+             + (f" ({note})" if note else "") + (" FLAGGED" if rows[0]["flags"] else ""))
         return rows
 
     with scratch, ThreadPoolExecutor(max_workers=jobs) as pool:

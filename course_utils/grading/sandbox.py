@@ -13,9 +13,11 @@ Inside the sandbox (`bubblewrap <https://github.com/containers/bubblewrap>`_, De
   ``/bin``, ``/lib`` ... links or folders), the Python installation, the virtual environment, the
   course package (the grader's stripped copy, :mod:`course_utils.grading.handout`) and
   ``TFDS_DATA_DIR``. Private and in memory, with a size limit: ``/tmp`` and ``/dev/shm``. Writable:
-  only the box folder (the working folder with a copy of the student's notebook, the folder the
-  kernel writes its answers to, the kernel's connection file). The submissions folder, the other
-  boxes, the grader's own package, the grades and your home folder are not there.
+  only three folders of the box, each its own mount point, so that it cannot be renamed or replaced
+  (by a link to a host folder, say): the working folder with a copy of the student's notebook, the
+  folder the kernel writes its answers to, and the one of the kernel's connection file and sockets.
+  The submissions folder, the other boxes, the grader's own package, the grades and your home
+  folder are not there.
 - **Processes**: its own PID namespace (it sees only its own processes, and when the grader kills
   the namespace's first process, the kernel kills every process in the namespace, also one started
   in a new session), its own network namespace (only its own loopback: no network), IPC and UTS
@@ -170,7 +172,11 @@ class Box:
 
         for tree in _read_only_trees(self.package, self.read_only):
             args += parents(tree) + ["--ro-bind", str(tree), str(tree)]
-        args += parents(self.folder) + ["--bind", str(self.folder), str(self.folder)]
+        # Each writable folder is its own mount point: the kernel can write in it, but not rename or replace
+        # it (say, by a link to a folder of the host, which the grader would then follow when it cleans up).
+        args += parents(self.folder) + ["--perms", "0755", "--dir", str(self.folder)]
+        for folder in (self.work, self.exports, self.conn):
+            args += ["--bind", str(folder), str(folder)]
         args += ["--remount-ro", "/", "--chdir", str(self.work), "--clearenv"]
         for name, value in sorted(kernel_environment(env, self.package).items()):
             args += ["--setenv", name, value]

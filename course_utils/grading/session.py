@@ -66,11 +66,15 @@ def judge_file(item, path, seed):
         return {**record, "status": "no answers"}
     try:
         export = loads(text.decode("utf-8", errors="replace"))
-        if export.get("state") == "missing":
-            return {**record, "status": "missing", "extra": ", ".join(map(str, export.get("names", [])))[:200]}
-    except (PlainDataError, AttributeError):
+        names = export.get("names") if export.get("state") == "missing" else None
+        if isinstance(names, list):
+            return {**record, "status": "missing", "extra": ", ".join(map(str, names))[:200]}
+    except (PlainDataError, AttributeError, TypeError):
         pass  # judge_export says that it could not read the answers
-    result = item.judge_export(text.decode("utf-8", errors="replace"), seed)
+    try:
+        result = item.judge_export(text.decode("utf-8", errors="replace"), seed)
+    except (Exception, SystemExit) as err:  # judge_export catches what an answer can cause; this is a last guard
+        return {**record, "status": "incorrect", "feedback": f"The grader could not judge these answers ({err!r:.200})."}
     return {**record, "points": result.points, "status": result.status, "feedback": result.message}
 
 

@@ -107,3 +107,20 @@ def test_to_plain_is_json_and_never_runs_the_values_code():
     data = to_plain({"a": Loud()})
     json.dumps(data)
     assert type(from_plain(data)["a"]).__name__ == "Loud"
+
+
+@pytest.mark.parametrize("text", [
+    '{"__plain__": "enum", "module": "venv.__main__", "name": "X", "member": "y"}',
+    '{"__plain__": "class", "module": "antigravity", "name": "X"}',
+    '{"__plain__": "class", "module": "numpy.distutils.something", "name": "X"}',
+    '{"__plain__": "course", "module": "course_utils.grading.cli", "name": "X", "fields": {}}'])
+def test_the_data_never_chooses_a_module_to_import(text):
+    import sys
+
+    before = set(sys.modules)
+    try:
+        value = loads(text)
+        assert isinstance(value, Opaque)
+    except PlainDataError:
+        pass
+    assert set(sys.modules) == before

@@ -36,6 +36,8 @@ def hostile(tmp_path_factory):
         "assert os.environ['COURSE_OFFLINE'] == '1'\n" + right_answer("q4"))})
     submission(folder / "no_metadata.ipynb", answers=["q4"], metadata={})
     submission(folder / "hinted.ipynb", answers=["q1"], replace={"ch3-q2": "ex.q2.hint(2)\n" + right_answer("q2")})
+    submission(folder / "escape_codes.ipynb", answers=["q1"], replace={
+        "ch3-q4": "raise RuntimeError('\\x1b[2K\\r\\x1b[1A  [1/3] someone_else.ipynb: 0/16 points')"})
     nb = nbformat.v4.new_notebook(metadata={"course": {}})
     nb.cells = [nbformat.v4.new_code_cell("print('hello')")]
     nbformat.write(nb, folder / "no_metadata_no_exercises.ipynb")
@@ -67,7 +69,7 @@ def test_grader_exits_zero_and_writes_one_row_per_exercise(hostile):
     rows, graded = read_grades(folder / "grades.csv")
     assert list(rows[0]) == grade.COLUMNS
     not_graded = ["chapter0.ipynb", "corrupt.ipynb", "no_metadata_no_exercises.ipynb", "not_a_notebook.ipynb"]
-    assert len(graded) == 12 and "late/bob.ipynb" not in graded  # notes.txt and late/ are not graded
+    assert len(graded) == 13 and "late/bob.ipynb" not in graded  # notes.txt and late/ are not graded
     for name, exercises in graded.items():
         if name not in not_graded:
             assert {q: int(r["max_points"]) for q, r in exercises.items()} == MAX, name
@@ -103,6 +105,14 @@ def test_an_answer_defined_in_a_later_cell_counts(hostile):
 
 def test_kernels_inherit_the_data_folder_and_offline_mode(hostile):
     assert table(hostile)["environment.ipynb"]["q4"]["status"] == "correct"
+
+
+def test_terminal_escape_codes_of_a_notebook_reach_neither_the_output_nor_the_table(hostile):
+    folder, result = hostile
+    assert "\x1b" not in result.stdout and "\r" not in result.stdout
+    rows = table(hostile)["escape_codes.ipynb"]
+    assert rows["q4"]["status"].startswith("not checked: its cell raised RuntimeError: ?[2K??[1A"), rows["q4"]
+    assert not any("\x1b" in value for row in rows.values() for value in row.values())
 
 
 def test_hints_are_counted(hostile):

@@ -37,12 +37,13 @@ def test_the_handout_package_has_no_solutions_and_no_judging_code(tmp_path):
     assert done.stdout.split() == ["37", str(copy / "checkers" / "notebook_cells.py")]
 
 
-def test_export_writes_a_new_file_and_the_driver_judges_it(tmp_path):
-    from IPython.testing.globalipapp import get_ipython
+def test_export_writes_a_new_file_and_the_driver_judges_it(tmp_path, monkeypatch):
+    import types
 
-    shell = get_ipython()
-    shell.user_ns.update(tf_config=None)
-    shell.user_ns.pop("statements", None)
+    import IPython
+
+    shell = types.SimpleNamespace(user_ns={"tf_config": None})  # the kernel's namespace, as export reads it
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
     export_answers(3, "q4", 5, tmp_path / "a.json")
     record = judge_file(exercises(3).q4, tmp_path / "a.json", 5)
     assert record["status"] == "missing" and record["extra"] == "statements"
@@ -110,3 +111,10 @@ def test_summary_shows_flags_and_csv_has_the_columns(tmp_path):
     assert "eve.ipynb" in text and "2/4" in text and "FLAGGED: gc. (cell 3)" in text and "3.q2" in text
     write_csv([row], tmp_path / "g.csv")
     assert (tmp_path / "g.csv").read_text().splitlines()[0] == ",".join(COLUMNS)
+
+
+def test_replacing_a_course_utils_function_is_flagged():
+    nb = notebook(sources=["import course_utils.memory as memory\nmemory.bytes_per_device = lambda v: {}",
+                           "from course_utils.checkers import ch5_cases\nch5_cases.layout_of = print",
+                           "x = memory.bytes_per_device(v)  # reading one is fine\nif a.b == c.d: pass"])
+    assert suspicious_code(nb) == ["replaces a course_utils function (cells 1, 2)"]

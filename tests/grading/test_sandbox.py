@@ -120,6 +120,8 @@ assert started[0].poll() is None, "the process did not start"
         "kill_kernels": (kill_kernels, []),
         "exports_to_file": (OWN_EXPORTS + "open(own, 'w').write('{}')", []),
         "exports_to_fifo": (OWN_EXPORTS + "os.mkfifo(own)", []),
+        "move_connection_folder": ("import os\nconn = os.path.join(os.path.dirname(os.getcwd()), 'conn')\n"
+                                   "os.rename(conn, conn + '-moved')\nos.symlink('/tmp', conn)", []),
         "network": (f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)", []),
         "outlive": (None, [outlive]),
     }
@@ -184,6 +186,9 @@ def test_honest_submissions_are_unaffected(sandboxed):
 
 
 INTERFERED = "not checked: the notebook interfered with the grader's request for its answers"
+MOUNT_POINT = ("not checked: its cell raised OSError: [Errno 16] Device or resource busy",
+               "not checked: its cell raised OSError: [Errno 30] Read-only file system",
+               "not checked: its cell raised PermissionError: [Errno 13] Permission denied")  # as root
 
 
 @needs_bwrap
@@ -193,8 +198,10 @@ INTERFERED = "not checked: the notebook interfered with the grader's request for
     ("read_neighbour", "not checked: its cell raised FileNotFoundError: [Errno 2] No such file or directory"),
     ("replace_neighbours_results", "not checked: its cell raised AssertionError: no other submission's results"),
     ("kill_kernels", "not checked: its cell raised AssertionError: no other kernel is visible"),
-    ("exports_to_file", INTERFERED),  # its later answers cannot be written: only its own points are lost
-    ("exports_to_fifo", INTERFERED),
+    # its own folders are mount points: it cannot swap one for a link the grader would follow when it cleans up
+    ("move_connection_folder", MOUNT_POINT),
+    ("exports_to_file", MOUNT_POINT),  # (without the sandbox it can: see below)
+    ("exports_to_fifo", MOUNT_POINT),
     ("network", "not checked: its cell raised ConnectionRefusedError: [Errno 111] Connection refused"),
 ])
 def test_each_attack_fails_in_the_sandbox_and_earns_only_real_points(sandboxed, name, status_starts):
@@ -362,7 +369,8 @@ def test_the_box_shows_the_package_read_only_and_nothing_of_the_submissions(tmp_
     for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session", "--clearenv"):
         assert flag in args
     assert ("--ro-bind", str(copy)) in pairs and ("--ro-bind", str(ROOT / "solutions")) in pairs
-    assert ("--ro-bind", str(PACKAGE)) not in pairs and ("--bind", str(box.folder)) in pairs
+    assert ("--ro-bind", str(PACKAGE)) not in pairs and ("--bind", str(box.folder)) not in pairs
+    assert {("--bind", str(folder)) for folder in (box.work, box.exports, box.conn)} <= pairs
     assert box.exports.is_dir() and ("PYTHONPATH", str(copy.parent)) in pairs
     assert str(tmp_path / "missing") not in args  # only folders that exist, and of the clone only the parts it needs:
     assert not {("--ro-bind", str(ROOT)), ("--bind", str(ROOT)), ("--bind", str(tmp_path))} & pairs
