@@ -64,10 +64,16 @@ def short_error(err, limit=300):
     return f"{type(err).__name__}: {text}"
 
 
+BOOL_WORDS = {"true": True, "t": True, "yes": True, "false": False, "f": False, "no": False}
+
+
 def as_bool(value):
-    """``True``/``False`` from a bool, a NumPy bool or 0/1; else None."""
+    """``True``/``False`` from a bool, a NumPy bool, 0/1 or a word such as ``"True"``, ``" false"`` or ``"yes"``
+    (any case, spaces around); else None."""
     if isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return BOOL_WORDS.get(value.strip().lower())
     if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
         return bool(value)
     if isinstance(value, int) and value in (0, 1):

@@ -4,36 +4,41 @@ import re
 from .answers import as_bool_list, as_float, as_int, close, grade_items, short_error
 from .core import Exercise, Feedback, chapter
 
-# Exercise 1: where each matmul of the exercise's code runs (a CPU index), or ERROR when its
-# block raises before the matmul exists. The code, on the CPU_COUNT logical CPUs:
-#   a on CPU:2;  b: no block;  c: CPU:6 inside CPU:1;  d: inside CPU:1 after the CPU:6 block, input c;
-#   e: CPU:9 (missing) inside CPU:4;  f: inside CPU:3, after asking for 4 CPUs instead of 8.
+# Exercise 1: where each matmul of the exercise's script runs (a CPU index), or ERROR when its block raises before
+# the matmul exists. The script runs in a fresh process that splits the CPU into CPU_COUNT logical CPUs (the
+# notebook's kernel has 8, so running its lines there tells nothing):
+#   a on CPU:3;  b: no block;  c: CPU:1 inside CPU:2;  d: inside CPU:2 after the CPU:1 block, input c;
+#   e: CPU:6 (missing in the script, present in the notebook) inside CPU:1;
+#   f: inside CPU:2, after applying the runtime's own configuration (4 CPUs) again.
 ERROR = "error"
-CPU_COUNT = 8
-OUTER_BLOCK = {"c": 1, "e": 4}                  # the enclosing block of a nested one
-MISSING_CPU = 9
+CPU_COUNT = 4
+NOTEBOOK_CPUS = 8                               # the exercise notebook's kernel, where CPU:4 to CPU:7 exist
+OUTER_BLOCK = {"c": 2, "e": 1}                  # the enclosing block of a nested one
+MISSING_CPU = 6
 
 
 def _reference_placements():
     """Exercise 1's answer: the CPU each matmul runs on, or ERROR."""
-    return {"b": 0, "c": 6, "d": 1, "e": 0, "f": ERROR}
+    return {"b": 0, "c": 1, "d": 2, "e": 0, "f": 2}
 
 
 def _reference_input_devices():
     """Where each matmul's input lives (d's input is c, so this says where c ran)."""
-    return {"b": 2, "c": 2, "d": 6, "e": 2}
+    return {"b": 3, "c": 3, "d": 1, "e": 3, "f": 3}
 
 
 def _reference_placement_reasons():
     """Why each matmul runs where it does: these give the answer away (shown in self-study mode only)."""
     return {
         "b": "It runs on CPU:0, the default device: no tf.device block is open on that line, and a is copied there.",
-        "c": "It runs on CPU:6: the innermost block wins.",
-        "d": "It runs on CPU:1: the CPU:6 block has ended, the CPU:1 block is still open, and c is copied there.",
-        "e": "It runs on CPU:0: soft placement drops the request for CPU:9 and TensorFlow takes its first choice, "
-             "as if nothing had been requested.",
-        "f": f"It is 'error': a exists, so the runtime already runs with {CPU_COUNT} CPUs, and asking for 4 raises "
-             "RuntimeError (Virtual devices cannot be modified after being initialized) before f is computed.",
+        "c": "It runs on CPU:1: the innermost block wins.",
+        "d": "It runs on CPU:2: the CPU:1 block has ended, the CPU:2 block is still open, and c is copied there.",
+        "e": f"It runs on CPU:0: the script has {CPU_COUNT} CPUs, so CPU:6 does not exist there; soft placement drops "
+             "the request and TensorFlow takes its first choice, as if nothing had been requested (the outer "
+             "CPU:1 block was replaced by the inner one, not kept as a fallback).",
+        "f": f"It runs on CPU:2: the line before it applies the configuration the runtime already runs with "
+             f"({CPU_COUNT} CPUs), which is accepted (only a DIFFERENT configuration raises once the runtime runs), "
+             "and the CPU:2 block is open.",
     }
 
 
@@ -44,35 +49,40 @@ def _placement(value):
     name = getattr(value, "name", value)  # a tf.config.LogicalDevice
     if isinstance(name, str):
         text = name.strip().lower()
-        if "error" in text or text == "raises":
+        if "error" in text or text in ("raises", "raise", "exception"):
             return ERROR
-        found = re.fullmatch(r"(?:.*/)?(?:device:)?cpu:(\d+)|(\d+)", text)
+        found = re.fullmatch(r"(?:.*/)?(?:device:)?cpu\s*[:_ ]?\s*(\d+)|(\d+)", text)
         return int(found[1] or found[2]) if found else None
     return as_int(value)
 
 
 def _judge_placement_mistake(key, given):
     """Why the prediction ``given`` for item ``key`` is wrong, without saying what is right."""
-    if key == "f":
-        return ("look at the line before the matmul: it asks for a different device configuration. Has the "
-                "runtime started by then?")
+    if key == "f" and given == ERROR:
+        return ("the line before the matmul configures the devices after the runtime started. The chapter showed "
+                "two outcomes of that (its 'trap' and the cell after it): compare what this line asks for with the "
+                "configuration the runtime started with.")
     if given == ERROR:
-        return ("none of the lines before it raises: nothing there changes the device configuration, and soft "
-                "placement is on.")
+        return ("nothing on the lines up to it raises: the configuration at the top comes before the runtime starts, "
+                "and soft placement is on.")
+    if key == "e" and given == MISSING_CPU:
+        return (f"the script splits the CPU into {CPU_COUNT} logical CPUs (CPU:0 to CPU:{CPU_COUNT - 1}), so it has "
+                f"no CPU:{MISSING_CPU}, although this notebook's kernel does. What does soft placement do with a "
+                f"device that does not exist?")
     if given == OUTER_BLOCK.get(key):
         if key == "e":
             return ("soft placement does not fall back to the enclosing block: the inner block's request replaced "
                     "the outer one, and that request cannot be met.")
-        return "the outer block is open, but a block nested inside it overrides it."
+        return ("that block is open on the line, but another block is open inside it: which of the two is in force "
+                "(the chapter's 'Which request wins')?")
     if given == _reference_input_devices().get(key):
         return (f"its input lives on CPU:{given}, but an operation does not follow its input tensors (only an "
                 "operation on a variable itself runs where the variable lives, and this code has no variables).")
-    if given == MISSING_CPU:
-        return f"there is no CPU:{MISSING_CPU} (the CPUs are 0 to {CPU_COUNT - 1}), and soft placement is on."
     if not 0 <= given < CPU_COUNT:
-        return f"there is no CPU:{given}: the CPUs are 0 to {CPU_COUNT - 1}."
+        where = ", although this notebook's kernel has one" if given < NOTEBOOK_CPUS else ""
+        return f"the script's process has no CPU:{given}: its CPUs are CPU:0 to CPU:{CPU_COUNT - 1}{where}."
     if key == "d" and given == 0:
-        return "leaving the inner block does not close the block around it."
+        return "which tf.device blocks are still open on that line?"
     return "which tf.device block is in force on that line, and can its device be used?"
 
 
@@ -88,13 +98,15 @@ class PredictPlacement(Exercise):
     title = "Predict where each operation runs"
     points = 2
     hints = (
-        "For each line ask: which tf.device block is in force here, and does that device exist? The devices of an "
-        "operation's input tensors play no part (only an operation on a variable itself, such as reading or "
-        "updating it, runs where the variable lives, and this code has no variables).",
+        "For each line ask: which tf.device block is in force here, and does that device exist in the script's "
+        f"process ({CPU_COUNT} logical CPUs, not this notebook's 8)? The devices of an operation's input tensors play "
+        "no part (only an operation on a variable itself, such as reading or updating it, runs where the variable "
+        "lives, and this code has no variables).",
         "Nested blocks: the innermost wins until it ends. A device that does not exist: soft placement drops the "
         "request and TensorFlow takes its first choice, as with no block at all.",
-        f"And the last block: the runtime started when `a` was created, with {CPU_COUNT} CPUs. What does "
-        "set_logical_device_configuration do with a different configuration once the runtime runs?",
+        f"And the last block: the runtime started when `a` was created, with the {CPU_COUNT} CPUs of the script's "
+        "first lines. The chapter's 'trap' and the cell after it show two outcomes of configuring again once the "
+        "runtime runs: which one is this?",
     )
 
     def grade(self, predictions):
@@ -107,39 +119,53 @@ class PredictPlacement(Exercise):
             if len(set(given)) == 1 and given[0] is not None:
                 fb.note("You gave the same answer for every line, but the lines differ in which blocks are open "
                         "and whether their device exists.")
+            elif [_placement(predictions.get(k)) for k in ("e", "f")] == [MISSING_CPU, ERROR]:
+                fb.note(f"Your e and f are what these lines would do in this notebook's kernel (8 CPUs), not in the "
+                        f"script's process ({CPU_COUNT} CPUs).")
         fb.points = 2 if right == len(placements) else 1 if right == len(placements) - 1 else 0
         return fb
 
 
-CALLS = ["f(tf.constant(1))", "f(tf.constant(2))", "f(tf.constant(1.0))", "f(3)", "f(tf.constant([1, 2]))",
-         "f(3)", "f(tf.constant([3, 4]))"]
-QUESTIONS = [  # what to think about when the prediction for a call is wrong (no answer in it)
-    "what could a tf.function reuse before anything was ever traced?",
-    "compare it with call 1: which of value, dtype and shape changed, and which of them does a trace depend on?",
-    "compare it with calls 1 and 2: which of value, dtype and shape changed?",
-    "a Python number is not a tensor: by what does it enter the signature?",
-    "compare its tensor with the ones f has seen: is anything about it new?",
-    "has f seen this exact Python argument before?",
-    "compare it with call 5: which of value, dtype and shape changed?",
-]
+# Exercise 2: which calls of f(x, training) trace. CALLS as the notebook's table shows them.
+CALLS = ["f(tf.constant([1.0, 2.0]), training=True)", "f(tf.constant([3.0, 4.0]), training=False)",
+         "f(tf.constant([5.0, 6.0]), training=True)", "f(tf.constant([1, 2]), training=True)",
+         "f(tf.constant([1.0, 2.0, 3.0]), training=False)", "f(tf.constant([4.0, 5.0, 6.0]), training=True)",
+         "f(tf.constant([3, 4]), training=True)"]
+# The ideas a wrong prediction of a call asks the learner to revisit (none says whether the call traces): a first
+# wrong check names the ideas, not the calls, since naming a wrong True/False names its right value.
+IDEAS = {
+    "first": "What can a tf.function reuse before it has traced anything?",
+    "values": "Which properties of a TENSOR argument make its part of the signature: its values, its dtype, its "
+              "shape?",
+    "python": "How does a plain Python argument (here training) enter the signature?",
+    "together": "Is a signature made per argument, or from ALL the arguments of one call together?",
+}
+
+
+def _reference_call_ideas():
+    """The idea behind each call of CALLS (which says a little about the answer, so it stays out of hand-outs)."""
+    return ["first", "python", "values", "values", "values", "together", "values"]
 
 
 def _reference_traces():
     """Exercise 2's answer: whether each call of CALLS traces."""
-    return [True, False, True, True, True, False, False]
+    return [True, True, False, True, True, True, False]
 
 
 def _reference_why_traces():
     """Why each call traces or not: these give the answer away (shown in self-study mode only)."""
     return [
         "The first call always traces: there is no concrete function yet.",
-        "tf.constant(2) has the same dtype (int32) and shape () as tf.constant(1). A tf.function keys its traces on "
-        "the dtype and shape of tensor arguments, not on their values, so call 1's trace is reused.",
-        "tf.constant(1.0) is a float32, a dtype f has not seen: this call traces.",
-        "A Python number is part of the signature by its *value*, and 3 has not been seen: this call traces.",
-        "The shape (2,) is new, so this call traces a new concrete function.",
-        "The Python value 3 was seen in call 4, so its trace is reused.",
-        "Same dtype (int32) and shape (2,) as call 5: its trace is reused. The values [3, 4] don't matter.",
+        "training=False is a Python value f has not seen (a Python argument enters the signature by its value): "
+        "this call traces, although the tensor's dtype and shape are call 1's.",
+        "float32 of shape (2,) with training=True is call 1's signature: a tf.function keys its traces on the dtype "
+        "and shape of tensor arguments, not on their values, so call 1's trace is reused.",
+        "tf.constant([1, 2]) is an int32, a dtype f has not seen: this call traces.",
+        "The shape (3,) is new, so this call traces a new concrete function.",
+        "float32 of shape (3,) has been seen (call 5) and training=True too (call 1), but never together: a "
+        "signature is made from all the arguments of a call, so this call traces.",
+        "int32 of shape (2,) with training=True is call 4's signature: its trace is reused. The values [3, 4] "
+        "don't matter.",
     ]
 
 
@@ -147,11 +173,12 @@ class PredictTracing(Exercise):
     title = "Predict which calls trace"
     points = 2
     hints = (
-        "A tf.function keeps one trace per input signature. What is the signature of a tensor argument, and what "
-        "is the signature of a Python number?",
-        "For a tensor argument the signature is its dtype and shape; for a Python argument it is the value itself.",
-        "Write each call's signature next to it (for example int32, shape () for call 1). A call traces exactly "
-        "when its signature has not appeared in an earlier call.",
+        "A tf.function keeps one trace per input signature. What is the signature of a tensor argument, what is "
+        "the signature of a Python argument, and what is the signature of a call with both?",
+        "For a tensor argument it is its dtype and shape; for a Python argument (training) its value; a call's "
+        "signature is all of them together.",
+        "Write each call's signature next to it (for example (float32, shape (2,), True) for call 1). A call traces "
+        "exactly when its signature has not appeared in an earlier call.",
     )
 
     def grade(self, predictions):
@@ -166,7 +193,8 @@ class PredictTracing(Exercise):
         wrong = [i for i, (v, t) in enumerate(zip(values, traces)) if v != t]
         if not wrong:
             fb.right(f"Traces happen on calls {[i + 1 for i, t in enumerate(traces) if t]}: a new trace for each new "
-                     f"input signature (dtype and shape of tensors, value of Python arguments).", points=2)
+                     f"input signature (dtype and shape of tensors, value of Python arguments, all together).",
+                     points=2)
             return fb
         if all(values):
             fb.note("Not every call traces: tf.function reuses a trace when the input signature repeats.")
@@ -174,8 +202,13 @@ class PredictTracing(Exercise):
             fb.note("Some calls must trace: a tf.function has no graph until it has traced once.")
         elif sum(values) == 1 and values[0]:
             fb.note("A tf.function traces again whenever it sees a new input signature, not only once.")
+        ideas, call_ideas = [], _reference_call_ideas()
         for i in wrong:
-            fb.wrong(f"call {i + 1}, {CALLS[i]}: {QUESTIONS[i]}", answer=why[i])
+            if IDEAS[call_ideas[i]] not in ideas:
+                ideas.append(IDEAS[call_ideas[i]])
+        count = f"{len(wrong)} of the {len(CALLS)} predictions {'is' if len(wrong) == 1 else 'are'} wrong"
+        fb.wrong(f"{count}. Revisit: " + " ".join(ideas),
+                 answer="Wrong: " + " ".join(f"call {i + 1}, {CALLS[i]}: {why[i]}" for i in wrong))
         fb.points = 1 if len(wrong) == 1 else 0
         return fb
 

@@ -1,5 +1,6 @@
 """Chapter 2 · Strategies on one machine: the exercises' graders and hints."""
 import numbers
+import re
 
 from .answers import as_int, close, grade_items, logical_cpus, quiet_tensorflow, short_error
 from .core import Exercise, Feedback, chapter
@@ -62,8 +63,14 @@ class BatchAndLearningRate(Exercise):
                      f"fewer steps; the linear scaling rule makes up for it.",
                      answer="It multiplies the learning rate by the same factor.")
         elif close(lr, BASE_LR / REPLICAS, 1e-6):
-            fb.wrong("learning_rate: you divided by the number of replicas; the linear scaling rule multiplies "
-                     "(bigger batch, bigger steps).")
+            fb.wrong(f"learning_rate: you divided by the number of replicas. With an {REPLICAS}x larger global batch "
+                     f"an epoch has {REPLICAS}x fewer steps: what must happen to each step for an epoch to move the "
+                     f"weights as far as before?",
+                     answer="The linear scaling rule multiplies (bigger batch, bigger steps).")
+        elif close(lr, BASE_LR * REPLICAS ** 0.5, 1e-4):
+            fb.wrong(f"learning_rate = {lr:g} scales by the square root of the batch's growth, a rule sometimes used "
+                     f"for Adam. This exercise trains with SGD: which rule does the chapter give for SGD?",
+                     answer="The linear rule: multiply by the factor the batch grew.")
         elif close(lr, BASE_LR * right_batch, 1e-6):
             fb.wrong("learning_rate: scale by how much the batch grew, not by the global batch size itself.",
                      answer=f"The batch grew {right_batch} / {PER_REPLICA} times.")
@@ -149,6 +156,14 @@ def _summed_over_replicas(compute_loss, seed):
         return summed_loss(dist_labels, dist_logits).numpy(), n
 
 
+def _reduce_op_name(value):
+    """A reduce_op's name as "SUM", "MEAN" or another upper-case word, from a ReduceOp's value or a string such as
+    "sum", "SUM " or "tf.distribute.ReduceOp.SUM"; None when it is no string."""
+    if not isinstance(value, str):
+        return None
+    return value.strip().strip("'\"").split(".")[-1].strip().upper()
+
+
 class LossScaling(Exercise):
     title = "Loss scaling in a custom distributed step"
     points = 3
@@ -180,34 +195,45 @@ class LossScaling(Exercise):
             shown = repr(reduce_op)[:200]
         except Exception:
             op, shown = None, f"a {type(reduce_op).__name__}"
-        return {"loss": loss, "reduce_op": {"none": reduce_op is None, "value": op if type(op) is str else None,
-                                            "repr": shown}}
+        return {"loss": loss, "reduce_op": {"none": reduce_op is None,
+                                            "value": str(op) if isinstance(op, str) else None, "repr": shown}}
 
     def judge(self, data, seed=0):
         """Grades the data of :meth:`collect` against the mean cross-entropy of the batch of ``seed``."""
         fb = Feedback()
         loss, reduce_op = data["loss"], data["reduce_op"]
+        kind = None
         if loss["state"] == "none":
             fb.wrong("compute_loss: not answered yet.")
         elif loss["state"] == "not callable":
             fb.wrong(f"compute_loss should be a function (labels, logits) -> loss, got {loss['type']}.")
         else:
-            self._judge_loss(fb, loss, seed)
-        op = reduce_op["value"].upper() if isinstance(reduce_op["value"], str) else None
+            kind = self._judge_loss(fb, loss, seed)
+        op = _reduce_op_name(reduce_op["value"])
         if reduce_op["none"]:
             fb.wrong("reduce_op: not answered yet.")
         elif op == "SUM":
             fb.right("reduce_op: SUM. Each replica's loss is already divided by the global batch, so their sum is "
                      "the mean over the global batch.")
+        elif op == "MEAN" and kind == "per replica":
+            fb.wrong("reduce_op: MEAN of losses averaged over each replica's own batch does report the batch's mean "
+                     "loss, but such a compute_loss makes the summed gradients too large (above). Once each replica's "
+                     "loss is divided by the GLOBAL batch, what does MEAN do on top?",
+                     answer="It divides by the number of replicas a second time: use ReduceOp.SUM.")
         elif op == "MEAN":
-            fb.wrong(f"reduce_op: MEAN would divide by the number of replicas a second time (each replica's loss is "
-                     f"already divided by the GLOBAL batch), reporting 1/{REPLICAS} of the true loss.")
+            fb.wrong(f"reduce_op: with a compute_loss that divides by the GLOBAL batch, this reduction reports "
+                     f"1/{REPLICAS} of the mean loss of the batch. What is each replica's loss already divided by, "
+                     f"and what does MEAN divide by on top?",
+                     answer="MEAN divides by the number of replicas a second time; the SUM of losses already divided "
+                            "by the global batch is the mean: use ReduceOp.SUM.")
         else:
-            fb.wrong(f"reduce_op should be tf.distribute.ReduceOp.SUM or .MEAN, got {reduce_op['repr']}.")
+            fb.wrong(f"reduce_op should be a tf.distribute.ReduceOp (SUM or MEAN), got {reduce_op['repr']}.")
         return fb
 
     @staticmethod
     def _judge_loss(fb, loss, seed):
+        """Grades the loss into ``fb``; returns what it was: "right", "per replica" (averaged over each replica's
+        own batch), or None."""
         import numpy as np
 
         expected = float(_reference_losses(*_loss_inputs(seed)).mean())
@@ -231,17 +257,24 @@ class LossScaling(Exercise):
         if close(total, expected):
             fb.right(f"compute_loss: summed over the {n} replicas it gives the mean loss of the global batch "
                      f"({expected:.4f}), so the summed gradients are the gradient of the mean.", points=2)
-        elif n > 1 and close(total, expected * n):
+            return "right"
+        if n > 1 and close(total, expected * n):
             fb.wrong(f"compute_loss averages over the per-replica batch ({GLOBAL_BATCH // n} examples). The strategy "
                      f"SUMS the replicas' gradients, so this is {n}x too large.",
                      answer="Divide by the global batch: tf.nn.compute_average_loss(per_example_loss, "
                             "global_batch_size=GLOBAL_BATCH_SIZE).")
-        elif close(total, expected * GLOBAL_BATCH):
-            fb.wrong("compute_loss returns the sum of the per-example losses; divide it by the global batch size.",
-                     answer="Use tf.nn.compute_average_loss(..., global_batch_size=...).")
+            return "per replica"
+        if close(total, expected * GLOBAL_BATCH):
+            fb.wrong(f"compute_loss returns the sum of the per-example losses, {GLOBAL_BATCH}x the mean: what must the "
+                     f"replicas' losses, summed by the strategy, add up to?",
+                     answer="Divide by the global batch size: tf.nn.compute_average_loss(..., global_batch_size=...).")
         elif n > 1 and close(total, expected / n):
-            fb.wrong(f"compute_loss is {n}x too small: it divides by the global batch and again by the number of "
-                     f"replicas. tf.nn.compute_average_loss already does the right division.")
+            fb.wrong(f"compute_loss is {n}x too small: the loss is scaled twice, by the global batch and again by "
+                     f"the number of replicas. The strategy SUMS the replicas' gradients: which of the two divisions "
+                     f"does that sum need?",
+                     answer="Only the global batch: tf.nn.compute_average_loss(per_example_loss, "
+                            "global_batch_size=GLOBAL_BATCH_SIZE) is the whole scaling; drop the division by "
+                            "num_replicas_in_sync.")
         else:
             fb.wrong(f"compute_loss summed over the replicas gives {total:.4f}, not the mean cross-entropy "
                      f"{expected:.4f}. The model outputs logits.",
@@ -281,10 +314,10 @@ def _reference_scenario_strategies():
 
 
 def _reference_name_why():
-    """Why a name that is no choice is wrong (one of them names the right strategy of a scenario)."""
+    """Why a name that is no choice is wrong (without naming the right one)."""
     return {
-        "MultiDeviceStrategy": "tf.distribute has no MultiDeviceStrategy (a name that circulates); several devices "
-                               "on one machine is MirroredStrategy.",
+        "MultiDeviceStrategy": "tf.distribute has no MultiDeviceStrategy (a name that circulates): pick one of the "
+                               "six choices.",
         "TPUStrategy": "TPUStrategy is for TPUs; no scenario here has one.",
     }
 
@@ -303,8 +336,8 @@ def _reference_scenario_why():
                                               "all workers (all-reduce), and a lost worker fails the step.",
         ("c", "DTensor"): "Splitting an embedding table over servers and letting workers run asynchronously is the "
                           "job of a tf.distribute strategy, with variable partitioning.",
-        ("d", "MirroredStrategy"): "MirroredStrategy with one device works, but another strategy is made for "
-                                   "'everything on this one named device, no mirroring'.",
+        ("d", "MirroredStrategy"): "MirroredStrategy with one device runs, but it is built to mirror variables over "
+                                   "devices: which of the choices is built for exactly this case?",
         ("e", "MirroredStrategy"): "MirroredStrategy keeps a copy of every variable on every device.",
         ("e", "ParameterServerStrategy"): "ParameterServerStrategy needs a cluster of worker and parameter-server "
                                           "processes and is asynchronous.",
@@ -320,19 +353,32 @@ def _reference_scenario_why():
                                               "device.",
     }
 
+STRATEGY_ABBREVIATIONS = {"mwms": "MultiWorkerMirroredStrategy", "pss": "ParameterServerStrategy",
+                          "css": "CentralStorageStrategy", "ods": "OneDeviceStrategy"}
+
+
 def normalize_strategy(value):
-    """A strategy class, instance or name as the canonical name, e.g. ``"tf.distribute.MirroredStrategy()"``."""
+    """A strategy class, instance or name as the canonical name: ``"tf.distribute.MirroredStrategy()"``,
+    ``"mirrored strategy"``, ``"Mirrored"``, ``"multi-worker mirrored"``, ``"MWMS"``; the dtensor module's name (as
+    :meth:`PickStrategy.collect` passes it) for DTensor. Anything else is returned as it is."""
     if isinstance(value, type):
         value = value.__name__
     elif not isinstance(value, str):
         value = type(value).__name__
-    text = value.strip().lower().replace("()", "")
-    for prefix in ("tf.distribute.experimental.", "tf.distribute.", "experimental.", "tf."):
+    text = re.sub(r"\(.*\)\s*$", "", value.strip().strip("'\"").lower()).strip()  # MirroredStrategy(cpus)
+    if text.split(".")[-1] == "dtensor":  # tf.experimental.dtensor, or the module's own name
+        return "DTensor"
+    for prefix in ("tensorflow.", "tf.distribute.experimental.", "tf.distribute.", "distribute.experimental.",
+                   "distribute.", "experimental.", "tf."):
         if text.startswith(prefix):
             text = text[len(prefix):]
-    text = text.replace(" ", "").replace("_", "")
-    if text.startswith("dtensor") or text == "experimental.dtensor":
+    text = re.sub(r"[\s_\-]", "", text)
+    if text.startswith("dtensor") or text in ("experimental.dtensor", "tf.dtensor"):
         return "DTensor"
+    if text in STRATEGY_ABBREVIATIONS:
+        return STRATEGY_ABBREVIATIONS[text]
+    if not text.endswith("strategy") and not text.endswith("strategyv2"):
+        text += "strategy"  # "Mirrored", "OneDevice"
     return STRATEGY_NAMES.get(text, value)
 
 
@@ -347,6 +393,15 @@ class PickStrategy(Exercise):
         "tf.distribute strategy does that: a parameter-server worker still runs the whole model, and to multiply "
         "by a sharded weight it puts the shards back together.",
     )
+
+    def collect(self, choices, seed=0):
+        """The choices as they are, except a module (``tf.experimental.dtensor`` itself), which crosses as its name."""
+        import types
+
+        def plain(value):
+            return value.__name__ if isinstance(value, types.ModuleType) else value
+
+        return [{key: plain(value) for key, value in choices.items()} if isinstance(choices, dict) else choices]
 
     def grade(self, choices):
         expected = _reference_scenario_strategies()

@@ -224,6 +224,24 @@ def _same_mistake(first, diagnosis, replicas, fixed):
     return False
 
 
+def _returned_scaled(record, replicas):
+    """Whether train_step returned 1/replicas of the batch's mean loss (or of the loss of a step that weighted each
+    replica's examples by its own batch)."""
+    try:
+        got = _returned_loss(record["returned"])
+    except _StepAnswerError:
+        return False
+    return any(close(got, record[key] / replicas, 1e-4) for key in ("loss", "weighted_loss"))
+
+
+def _reference_divide_once():
+    """The fix of a loss scaled twice (given away only after a wrong try)."""
+    return ("Divide each replica's summed loss only by the examples of the whole step (tf.nn.compute_average_loss("
+            "per_example_loss, global_batch_size=examples)), drop the division by num_replicas_in_sync, and combine "
+            "the replicas' losses with ReduceOp.SUM: apply_gradients then sums the replicas' gradients into the "
+            "gradient of the mean.")
+
+
 def _reference_count_it():
     """The fix of 2.4's loss scaling, in words (given away only after a wrong try)."""
     return ("Count the examples of the whole step, over all replicas: inside the replica function "
@@ -255,6 +273,13 @@ def _judge_explain_change(fb, diagnosis, record, replicas, fixed, first):
                  f"divided its loss by its OWN batch, and the strategy SUMS the {replicas} replicas' gradients "
                  f"(the chapter's 'why the loss is divided by the global batch size').",
                  answer=_reference_count_it())
+    elif kind in ("scaled", "weighted") and _close_to(diagnosis[1], 1 / replicas) and \
+            _returned_scaled(record, replicas):
+        fb.wrong(f"{head} every variable changed 1/{replicas} as much as in one step on one device, and the loss "
+                 f"train_step returned is 1/{replicas} of the batch's mean loss too: the loss was scaled twice, "
+                 f"divided by the examples of the whole step AND by the number of replicas (a division by "
+                 f"num_replicas_in_sync, or a mean over the replicas). The strategy SUMS the replicas' gradients: "
+                 f"which of the two divisions does that sum need?", answer=_reference_divide_once())
     elif kind == "scaled" and _close_to(diagnosis[1], 1 / replicas):
         fb.wrong(f"{head} every variable changed 1/{replicas} as much as in one step on one device: the loss was "
                  f"divided by the whole batch AND the gradients averaged over the {replicas} replicas (ReduceOp.MEAN, "
@@ -323,11 +348,15 @@ def _grade_returned_loss(fb, records, replicas):
         return
     said = (f"train_step returned {got[0]:.4f} for the full batch and {got[1]:.4f} for the last; their mean "
             f"cross-entropies on one device are {want[0]:.4f} and {want[1]:.4f}")
-    if all(close(g, w / replicas, 1e-4) for g, w in zip(got, want)):
-        fb.wrong(f"{said}: 1/{replicas} of them. Each replica's loss is already divided by the whole batch, and "
-                 f"ReduceOp.MEAN divides by the number of replicas once more.",
-                 answer="Combine the replicas' losses with "
-                        "strategy.reduce(tf.distribute.ReduceOp.SUM, ..., axis=None).")
+    if all(_returned_scaled(r, replicas) for r in records) and \
+            all(_diagnose_change(r)[0] in ("scaled", "weighted") and _close_to(_diagnose_change(r)[1], 1 / replicas)
+                for r in records):
+        fb.wrong(f"{said}: 1/{replicas} of them, the same double scaling as the step's change above.")
+    elif all(close(g, w / replicas, 1e-4) for g, w in zip(got, want)):
+        fb.wrong(f"{said}: 1/{replicas} of them. Each replica's loss is already divided by the whole batch: what "
+                 f"does the reduction of the replicas' losses divide by on top?",
+                 answer="ReduceOp.MEAN divides by the number of replicas once more: combine the replicas' losses "
+                        "with strategy.reduce(tf.distribute.ReduceOp.SUM, ..., axis=None).")
     elif all(close(g, r["weighted_loss"], 1e-4) for g, r in zip(got, records)):
         fb.wrong(f"{said}: each replica's loss was divided by its own batch x {replicas}, which weights the examples "
                  f"of an uneven batch unequally.")

@@ -1,7 +1,8 @@
 """Chapter 3 · Beyond one process: the exercises' graders and hints."""
 import json
+import re
 
-from .answers import as_bool_list, grade_items, is_placeholder
+from .answers import as_bool_list, as_int, grade_items, is_placeholder
 from .core import Exercise, Feedback, chapter
 
 # Optional top-level keys of TF_CONFIG that TensorFlow also reads: TFConfigClusterResolver reads 'rpc_layer' and
@@ -32,19 +33,26 @@ def _parse_tf_config(fb, tf_config):
 def _cluster_problems(cluster, right):
     """Why a cluster dict differs from ``right``, as a list of short reasons."""
     why = []
+    upper = [role for role in cluster if isinstance(role, str) and role != role.strip().lower()
+             and role.strip().lower() in right]
+    if upper:
+        why.append(f"role names are lower case, as TensorFlow spells them: {', '.join(map(repr, upper))} "
+                   f"{'is not a role' if len(upper) == 1 else 'are not roles'} it knows")
     for role in cluster:
         if role in ROLE_ALIASES:
             why.append(f"the role is called {ROLE_ALIASES[role]!r}, not {role!r}")
-        elif role not in right:
+        elif role not in right and role not in upper:
             why.append("this cluster has no chief: worker 0 does the chief's extra work (checkpoints, logs)"
                        if role == "chief" else f"there is no {role!r} role in this cluster")
     for role, addresses in right.items():
         given = cluster.get(role)
         if given is None:
+            if any(ROLE_ALIASES.get(r) == role or r in upper and r.strip().lower() == role for r in cluster):
+                continue  # said above
             if role == "chief":
                 why.append("the 'chief' is missing: with ParameterServerStrategy the chief runs the "
                            "ClusterCoordinator and must be in the cluster")
-            elif not any(ROLE_ALIASES.get(r) == role for r in cluster):
+            else:
                 why.append(f"the {role!r} role is missing")
         elif not isinstance(given, list) or not all(isinstance(a, str) for a in given):
             why.append(f"{role!r} must be a list of 'host:port' strings")
@@ -55,22 +63,52 @@ def _cluster_problems(cluster, right):
     return why
 
 
-def _task_problems(task, right, task_words):
+def _task_index(index):
+    """A task's index as TensorFlow reads it (``int(task["index"])``: 2, "2", " 2" and 2.0 are all 2), or None when
+    TensorFlow would not read it as a whole number (a bool is no index either)."""
+    if isinstance(index, bool):
+        return None
+    if isinstance(index, str):
+        index = index.strip()
+        return int(index) if re.fullmatch(r"[+-]?\d+", index) else None
+    return as_int(index)
+
+
+def _flat_position(cluster, task):
+    """Where the task's address stands in all the cluster's addresses, role after role (a typical wrong index)."""
+    addresses = [a for role in cluster.values() for a in role]
+    mine = cluster.get(task["type"], [])
+    return addresses.index(mine[task["index"]]) if task["index"] < len(mine) else None
+
+
+def _task_problems(task, right, task_words, cluster=None):
     why = []
-    ttype, index = task.get("type"), task.get("index")
+    ttype, index = task.get("type"), _task_index(task.get("index"))
     if ttype != right["type"]:
         alias = ROLE_ALIASES.get(ttype) if isinstance(ttype, str) else None
+        lower = ttype.strip().lower() if isinstance(ttype, str) else None
         why.append(f"the role is called {alias!r}" if alias == right["type"]
+                   else f"role names are lower case, as TensorFlow spells them, not {ttype!r}" if lower == right["type"]
                    else f"{ttype!r} is not the role of {task_words}")
-    if isinstance(index, str):
-        why.append(f"'index' must be a number (int), not the string {index!r}")
+    if index is None:
+        why.append(f"'index' must be a whole number (an int, counting from 0), not {task.get('index')!r}")
     elif index != right["index"]:
-        why.append("indices count from 0" if isinstance(index, int) and index == right["index"] + 1
-                   else f"'index' {index!r} does not point to {task_words}")
+        flat = _flat_position(cluster, right) if cluster else None
+        why.append("indices count from 0" if index == right["index"] + 1
+                   else f"'index' counts within the {right['type']!r} list only, not over every address of the "
+                        f"cluster" if index == flat and len(cluster) > 1
+                   else f"'index' {task.get('index')!r} does not point to {task_words}")
     extra = [k for k in task if k not in ("type", "index")]
     if extra:
         why.append(f"unknown key(s) {extra} in 'task'")
     return why
+
+
+def _localhost(address):
+    """An address with 127.0.0.1 written as localhost (the same host to TensorFlow)."""
+    if isinstance(address, str) and address.strip().startswith("127.0.0.1:"):
+        return "localhost:" + address.strip()[len("127.0.0.1:"):]
+    return address
 
 
 def grade_tf_config(tf_config, expected, task_words):
@@ -93,6 +131,18 @@ def grade_tf_config(tf_config, expected, task_words):
     if optional:
         fb.note(f"Optional key(s) {optional}: TensorFlow reads them, but this job does not need them.")
     cluster, task = config.get("cluster"), config.get("task")
+    if isinstance(cluster, dict):
+        local = {role: [_localhost(a) for a in addresses] if isinstance(addresses, list) else addresses
+                 for role, addresses in cluster.items()}
+        if local != cluster and local == expected["cluster"]:
+            fb.note("127.0.0.1 is localhost: TensorFlow connects to the same addresses (every process must list "
+                    "them identically, so write them the same way everywhere).")
+        cluster = local
+    if isinstance(task, dict) and task.get("index") != _task_index(task.get("index")) and \
+            _task_index(task.get("index")) is not None:
+        fb.note(f"'index' {task['index']!r}: TensorFlow reads it with int(), so this works; an int is the usual "
+                f"form.")
+        task = dict(task, index=_task_index(task["index"]))
     if not isinstance(cluster, dict):
         fb.wrong("'cluster' is missing or not a dict of role -> list of 'host:port' strings.")
     elif cluster == expected["cluster"]:
@@ -106,7 +156,7 @@ def grade_tf_config(tf_config, expected, task_words):
     elif task == expected["task"]:
         fb.right(f"task: {task_words}")
     else:
-        fb.wrong("task: " + "; ".join(_task_problems(task, expected["task"], task_words)) + ".",
+        fb.wrong("task: " + "; ".join(_task_problems(task, expected["task"], task_words, expected["cluster"])) + ".",
                  answer=f"It is {expected['task']}.")
     fb.points = min(fb.points, cap)
     return fb
@@ -185,22 +235,39 @@ def _reference_fault_answers():
     }
 
 
+SIGNAL_NUMBERS = {9: "SIGKILL", 15: "SIGTERM", 2: "SIGINT"}
+
+
 def _normalize_signal(value):
+    """A signal as its name: signal.SIGKILL, 9, "9", "SIGKILL", "kill", "signal.SIGKILL", "SIGKILL (9)", "kill -9"."""
     name = getattr(value, "name", None)
     if isinstance(name, str) and name.startswith("SIG"):
         return name
     if isinstance(value, int) and not isinstance(value, bool):
-        return {9: "SIGKILL", 15: "SIGTERM", 2: "SIGINT"}.get(value, str(value))
+        return SIGNAL_NUMBERS.get(value, str(value))
     if isinstance(value, str):
         text = value.strip().upper()
-        if text.isdigit():
-            return _normalize_signal(int(text))
-        return text if text.startswith("SIG") else "SIG" + text
+        if re.fullmatch(r"CTRL\s*[-+]?\s*C", text):
+            return "SIGINT"
+        named = [word for word in re.findall(r"\bSIG[A-Z]+", text) if word != "SIGNAL"] or \
+            re.findall(r"^(?:SIGNAL\.)?([A-Z]+)$", text)
+        if named:
+            return named[0] if named[0].startswith("SIG") else "SIG" + named[0]
+        number = re.fullmatch(r"(?:KILL\s+)?-?(\d+)", text)
+        if number:
+            return _normalize_signal(int(number[1]))
+        return text
     return value
 
 
 def _normalize_letter(value):
-    return value.strip().upper().rstrip(")").strip() if isinstance(value, str) else value
+    """A choice's letter from "B", " b ", "(B)", "B)", "B.", "Option B" or "B. The weights, ..."; other text as it is
+    (stripped, upper case)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip().upper()
+    found = re.fullmatch(r"(?:OPTION|ANSWER|CHOICE)?\s*\(?\s*([A-D])\s*\)?\s*(?:[.:)\-,]\s*.*)?", text, re.DOTALL)
+    return found[1] if found else text
 
 
 class Faults(Exercise):
@@ -225,7 +292,7 @@ class Faults(Exercise):
             if (key, given) in fault_why:
                 return fault_why[(key, given)], fault_answers[key]
             if key == "stop_signal":
-                return f"{raw!r}: answer with a signal name such as 'SIGTERM' or 'SIGKILL'.", ""
+                return f"{raw!r}: answer with one of the signal names 'SIGINT', 'SIGTERM', 'SIGKILL'.", ""
             return f"{raw!r}: answer with one of the letters A, B, C, D.", ""
 
         return grade_items(Feedback(), answers, _reference_faults(), explain, lambda v: v, "see the questions")
@@ -258,6 +325,16 @@ def _reference_statements():
                 "it."),
     ]
 
+STATEMENT_IDEAS = [  # what to revisit when a statement is judged wrong, in the order of STATEMENTS (no verdict in it)
+    "what each worker of a ParameterServerStrategy job runs: the whole model, or a part of it",
+    "what the all-reduce of every synchronous step does to the workers' copies of the weights",
+    "what chapter 3 showed when a process of a ParameterServerStrategy job was killed",
+    "what a MultiWorkerMirroredStrategy worker reads to find its peers (chapter 3's two workers on localhost)",
+    "what 'asynchronous' allows to happen between a worker's read of the weights and its update",
+    "what a task index points into, in the TF_CONFIG of each process",
+]
+
+
 class SyncAsync(Exercise):
     title = "Synchronous versus asynchronous"
     points = 6
@@ -268,17 +345,25 @@ class SyncAsync(Exercise):
     )
 
     def grade(self, statements):
+        """One point per statement. Naming a wrong True/False would name its right value, so the feedback counts
+        the wrong ones and names the ideas to revisit; which statements they are is the answer part."""
         fb = Feedback()
         values = as_bool_list(fb, statements, len(STATEMENTS), "statement", "True = the statement is true")
         if values is None:
             return fb
-        for i, (value, (truth, why)) in enumerate(zip(values, _reference_statements()), start=1):
-            if value is None:
-                fb.wrong(f"statement {i}: not answered yet (use True or False).")
-            elif value == truth:
-                fb.right(f"statement {i}")
-            else:
-                fb.wrong(f"statement {i}: think again.", answer=f"It is {truth}: {why}")
+        missing = [i for i, value in enumerate(values, start=1) if value is None]
+        if missing:
+            fb.wrong(f"statement(s) {missing}: not answered yet (use True or False; the words 'True' and 'False' "
+                     f"do too).")
+        truths = _reference_statements()
+        right = [i for i, value in enumerate(values) if value is not None and value == truths[i][0]]
+        wrong = [i for i, value in enumerate(values) if value is not None and value != truths[i][0]]
+        if right:
+            fb.right(f"{len(right)} of the {len(STATEMENTS)} statements judged right", points=len(right))
+        if wrong:
+            count = "1 statement is" if len(wrong) == 1 else f"{len(wrong)} statements are"
+            fb.wrong(f"{count} judged wrong. Revisit: " + "; ".join(STATEMENT_IDEAS[i] for i in wrong) + ".",
+                     answer=" ".join(f"Statement {i + 1} is {truths[i][0]}: {truths[i][1]}" for i in wrong))
         return fb
 
 

@@ -6,6 +6,7 @@ it got (``_reference_measure``), prices the layouts within the budget (``referen
 and compares y with NumPy's x @ w for the same seed.
 """
 import math
+import re
 
 from .answers import (UNSHARDED, as_collective, global_numpy, layout_of, logical_cpus, mesh_dims, quiet_tensorflow,
                       short_error, specs)
@@ -121,6 +122,21 @@ def _reference_measure(case, mesh, x_specs, w_specs):
     return _MEASURED[key]
 
 
+_COLLECTIVE_TEXT = re.compile(r"^\s*(all[\s_-]*reduce|all[\s_-]*gather|reduce[\s_-]*scatter)\s*(?:over|along|across|on|\(|,|:)?"
+                              r"\s*(?:the\s+)?\(?\s*['\"]?(\w+)['\"]?\s*,?\s*\)?\s*(?:(?:mesh\s+)?axis)?\s*\)?\s*$",
+                              re.IGNORECASE)
+
+
+def read_collective(raw):
+    """What :func:`.answers.as_collective` reads, and a collective written as text: 'all-reduce over model',
+    'AllReduce(batch)', "all_gather('model')", 'reduce-scatter, batch'."""
+    if isinstance(raw, str):
+        found = _COLLECTIVE_TEXT.match(raw)
+        if found:
+            return as_collective((found[1], found[2]))
+    return as_collective(raw)
+
+
 def _predicted(raw):
     """A prediction as a sorted tuple of (kind, mesh axes) pairs, () for no collective; None when unreadable.
 
@@ -130,12 +146,12 @@ def _predicted(raw):
     if isinstance(raw, (set, frozenset)):
         raw = sorted(raw, key=repr)
     if raw is None or isinstance(raw, str) or not isinstance(raw, (list, tuple)) or not raw or isinstance(raw[0], str):
-        one = as_collective(raw)
+        one = read_collective(raw)
         if one is None or one == "none":
             return None if one is None else ()
         items = [one]
     else:
-        items = [as_collective(item) for item in raw]
+        items = [read_collective(item) for item in raw]
         if any(item is None or item == "none" for item in items):
             return None
     return tuple(sorted((kind, (axes,) if isinstance(axes, str) else tuple(axes)) for kind, axes in items))
@@ -195,17 +211,32 @@ def _raised_text(raised, text, case):
     _, dims, x_shape, w_shape, _ = case
     said = f"your function raised {raised}{'' if raised.endswith('.') else '.'}"
     text = text.lower()
-    if "divid" in text and "'batch'" in text and "'model'" not in text:
-        said += (f" The mesh the checker passes has 'batch' of size {dict(dims)['batch']}, which "
-                 f"divides x's {x_shape[0]} examples: are your layouts on that mesh?")
-    elif "divid" in text:
-        model = dict(dims)["model"]
-        undivided = [f"{what}'s {shape[axis]} {axis_name}" for what, shape, axis, axis_name in
-                     (("x", x_shape, 1, "columns"), ("w", w_shape, 0, "rows"), ("w", w_shape, 1, "columns"))
-                     if shape[axis] % model]
-        here = f": here 'model' (size {model}) does not divide {' or '.join(undivided)}" if undivided else ""
-        said += (f" A sharded axis must be divisible by the size of its mesh axis, on the mesh the "
-                 f"checker passes{here}. Look at the sizes before you choose which axis to split.")
+    if "divid" in text:
+        sizes = dict(dims)
+        named = [axis for axis in sizes if f"'{axis}'" in text] or list(sizes)
+        axes = (("x", x_shape, 0, "examples"), ("x", x_shape, 1, "features"), ("w", w_shape, 0, "rows (features)"),
+                ("w", w_shape, 1, "columns (units)"))
+        undivided = [(axis, index, shape[index], f"{what}'s {shape[index]} {words}") for axis in named
+                     for what, shape, index, words in axes if shape[index] % sizes[axis]]
+        said_axis = re.search(r"axis (\d+) has size (\d+)", text)  # pack_batch's words: the axis and its size
+        if said_axis:
+            undivided = [item for item in undivided
+                         if (item[1], item[2]) == (int(said_axis[1]), int(said_axis[2]))] or undivided
+        undivided = [(axis, words) for axis, _, _, words in undivided]
+        if named == ["batch"] and not x_shape[0] % sizes["batch"]:
+            on_w = [text for axis, text in undivided if text.startswith("w")]
+            said += (f" The mesh the checker passes has 'batch' of size {sizes['batch']}, which divides x's "
+                     f"{x_shape[0]} examples: it does not divide {' or '.join(on_w) or 'an axis of w'}. Is w split "
+                     f"over 'batch'? 'batch' splits the data; a weight is split over 'model' or replicated."
+                     if on_w else
+                     f" The mesh the checker passes has 'batch' of size {sizes['batch']}, which divides x's "
+                     f"{x_shape[0]} examples: are your layouts on that mesh?")
+        else:
+            here = "; ".join(f"'{axis}' (size {sizes[axis]}) does not divide {' or '.join(t for a, t in undivided if a == axis)}"
+                             for axis in named if any(a == axis for a, _ in undivided))
+            said += (f" A sharded axis must be divisible by the size of its mesh axis, on the mesh the checker "
+                     f"passes{': here ' + here if here else ''}. Look at the sizes before you choose which axis "
+                     f"to split.")
     elif "non-replicated" in text:
         said += (" Only a replicated DTensor has one value that .numpy() can return: return the "
                  "DTensor y itself (the checker gathers its global value).")
@@ -230,6 +261,11 @@ def _prediction_hint(found):
     if not ran:
         return (f"{case}: you predicted {_runs_text(given)} for {product}: does any device hold only part of the "
                 f"contracted axis?", reveal)
+    x_specs, w_specs = found["x_specs"], found["w_specs"]
+    if not given and x_specs[1] == w_specs[0] == UNSHARDED and x_specs[0] == w_specs[1] != UNSHARDED:
+        return (f"{case}: you predicted no collective, but in {product} one mesh axis, {x_specs[0]!r}, splits both x's "
+                f"examples and w's columns: a device holds some examples and some columns, yet y needs every example "
+                f"times every column. Can it compute the block of y it must hold from what it holds?", reveal)
     if not given:
         return (f"{case}: you predicted no collective, but in {product} some device holds only part of the "
                 f"contracted axis, so it cannot finish alone.", reveal)
@@ -241,9 +277,10 @@ def _prediction_hint(found):
         why = (" Here only one operand splits the contracted axis: DTensor moves no data it can avoid moving, and "
                "cutting the matching part of the whole operand on each device costs nothing."
                if one_operand and given[0][0] == "all-gather" else "")
-        return (f"{case}: you predicted {_runs_text(given)} for {product}: the right mesh axis, another collective. "
-                f"An all-reduce adds partial sums; an all-gather makes a split operand whole before a local "
-                f"product.{why}", reveal)
+        return (f"{case}: you predicted {_runs_text(given)} for {product}, which is not what it ran. After each "
+                f"device multiplies the blocks it holds, does it hold partial sums that others complete, or could it "
+                f"not multiply before an operand was made whole?{why}",
+                f"The right mesh axis, another collective. {reveal}")
     return f"{case}: you predicted {_runs_text(given)} for {product}; the run differs.", reveal
 
 
@@ -405,9 +442,11 @@ class BudgetProduct(Exercise):
                          f"its examples (axis 0) split over 'batch'.")
             elif held > budget:
                 over.append(found)
+                on_batch = (" w is split over 'batch', the axis of the data: in this exercise a weight is split "
+                            "over 'model' or replicated." if "batch" in w_specs else "")
                 fb.wrong(f"{_case_text(found['case'])}: w {_specs_text(w_specs)} puts {held} B of w on a device "
                          f"(bytes_per_device), over the budget. Each mesh axis that splits an axis of w divides "
-                         f"what one device holds.",
+                         f"what one device holds.{on_batch}",
                          answer="Split w over 'model', on an axis that 'model' divides.")
         if every and not over:
             held = ", ".join(f"{found['run']['held']} B" for found in ran)

@@ -95,6 +95,31 @@ def _judge_why_it_raised(message, case, stage):
                 f"size. Choose the layouts from the mesh you are given: here 'batch' has {case['mesh'][0]} devices "
                 f"and 'model' {case['mesh'][1]}, and d2 has 10 outputs.",
                 "Leave d2's outputs (d2.kernel's columns, d2.bias) unsharded.")
+    shown = message.split(" Input tensor is:")[0]  # not the DTensor's dump
+    if "got a regular tensor" in message and ("AssignVariableOp" in message or stage == "build_on_mesh"):
+        return (f"{stage} raised {shown} A DVariable lives on the mesh, and assign() takes a value on the mesh too: "
+                f"a NumPy array (a regular tensor) is not copied onto it for you.",
+                "Pack each value into its variable's layout first: variable.assign(pack_batch(value, "
+                "variable.layout)), or model.set_weights([...]).")
+    if "got a regular tensor" in message or "expecting a DTensor" in message:
+        return (f"{stage} raised {shown} The training step received the NumPy batch as it is; on a mesh its inputs "
+                f"must be DTensors, split over 'batch' (exercise 4).",
+                "In step: train_step(pack_batch(images, dtensor.Layout.batch_sharded(mesh, 'batch', rank=4)), "
+                "pack_batch(labels, dtensor.Layout.batch_sharded(mesh, 'batch', rank=1))).")
+    keras_loop = ("Keras' train_on_batch and fit feed the model through a tf.data iterator, whose batches carry no "
+                  "layouts (the chapter's section 'And fit?'): write step as the chapter's training step instead, a "
+                  "tf.function that runs the model under a GradientTape and calls optimizer.apply_gradients, on a "
+                  "batch packed over 'batch'.")
+    keras_answer = ("step(images, labels) returns train_step(pack_batch(images, image_layout), pack_batch(labels, "
+                    "label_layout)), with train_step the chapter's @tf.function step.")
+    if "_element_layouts" in message or "IteratorGetNext" in message:
+        return f"{stage} raised {shown.split(' tensorflow/dtensor')[0]} {keras_loop}", keras_answer
+    if "non-single-device and non-replicated" in message:
+        return (f"{stage} raised {shown} Something copied a sharded DTensor as if it were one ordinary tensor: "
+                f".numpy() or float() of a sharded value does, and so do Keras' train_on_batch and fit, which turn "
+                f"their inputs into a dataset. Write step as the chapter's training step: a tf.function that runs "
+                f"the model under a GradientTape and calls optimizer.apply_gradients on the packed batch, and "
+                f"returns the loss (one number, replicated).", keras_answer)
     if "same mesh" in message or "mesh propagation" in message:
         return (f"{stage} raised {message} Two meshes met in one step: build the model, the optimizer and the "
                 f"batch on the mesh passed to build_on_mesh ({where} here), not on the notebook's `mesh`.", "")

@@ -90,8 +90,10 @@ class Seeds(Exercise):
             message = str(data["error"])[:400]
             if "global seed" in message:
                 fb.wrong(f"init_kernel raised {message}. In a fresh process (as on every client of a DTensor job) no "
-                         f"seed is set.", answer="Call tf.keras.utils.set_random_seed(seed) inside init_kernel, "
-                                                 "before creating the layer.")
+                         f"seed is set, and tf_keras checks its own global seed: tf.random.set_seed, or Keras 3's "
+                         f"keras.utils.set_random_seed, does not set it.",
+                         answer="Call tf.keras.utils.set_random_seed(seed) inside init_kernel, before creating the "
+                                "layer.")
             else:
                 fb.wrong(f"init_kernel raised {message}")
             return fb
@@ -200,8 +202,10 @@ class ShardedDense(Exercise):
         if bias_specs == ["model"]:
             fb.right("bias ['model']: each device holds the biases of its own output units")
         elif bias_specs == [UNSHARDED]:
-            fb.wrong("bias is replicated. The bias has one entry per output unit, and the output units are split "
-                     "over 'model'.", answer="Shard the bias the same way, bias_layout=Layout(['model'], mesh).")
+            fb.wrong("bias is replicated, while the kernel's output units are split over 'model': which bias entries "
+                     "does a device add to the units it computes?",
+                     answer="Its own units' entries only: shard the bias the same way, "
+                            "bias_layout=Layout(['model'], mesh).")
         else:
             fb.wrong(f"bias layout {bias_specs} does not match the kernel's columns.")
         return fb

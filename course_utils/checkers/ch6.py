@@ -10,13 +10,17 @@ from .answers import UNSHARDED, checker_mesh, close, global_numpy, layout_of, sh
 from .ch6_steps import ERROR, MISSING, NOT_CALLABLE, BrokenVariable, FrozenStep, _checker_weight, _not_callable, _raised
 from .core import Exercise, Feedback, chapter
 
-WRONG_LIMITS = {
-    "sqrt(1 / fan_in) is LeCun's scale; Xavier (Glorot) uses both fans.": lambda a, b: math.sqrt(1 / a),
-    "sqrt(2 / (fan_in + fan_out)) is the STANDARD DEVIATION of Xavier normal, not the limit of Xavier uniform.":
-        lambda a, b: math.sqrt(2 / (a + b)),
-    "sqrt(6 / fan_in) is He's uniform limit (for ReLU); Xavier uses both fans.": lambda a, b: math.sqrt(6 / a),
-    "Mind the brackets: sqrt(6) / (fan_in + fan_out) is not what the formula says.": lambda a, b: math.sqrt(6) / (a + b),
-    "You forgot the square root.": lambda a, b: 6 / (a + b),
+WRONG_LIMITS = {  # what a wrong xavier_limit computes: (what is wrong, the part that gives the formula away)
+    ("sqrt(1 / fan_in) is LeCun's scale, not Xavier's uniform limit.", "Xavier (Glorot) uses both fans."):
+        lambda a, b: math.sqrt(1 / a),
+    ("sqrt(2 / (fan_in + fan_out)) is the STANDARD DEVIATION of Xavier normal, not the limit of Xavier uniform: "
+     "what is the variance of U(-limit, limit)?", ""): lambda a, b: math.sqrt(2 / (a + b)),
+    ("sqrt(6 / fan_in) is He's uniform limit (for ReLU), not Xavier's.", "Xavier uses both fans."):
+        lambda a, b: math.sqrt(6 / a),
+    ("your limit is sqrt(6) / (fan_in + fan_out): the square root covers only the 6.", ""):
+        lambda a, b: math.sqrt(6) / (a + b),
+    ("your limit has no square root: 6 / (fan_in + fan_out) is a variance-sized number, not a limit.", ""):
+        lambda a, b: 6 / (a + b),
 }
 FIRST_FANS = (784, 700)  # the notebook's first layer; two more pairs of fans are drawn from the seed
 WEIGHT_SPECS = [UNSHARDED, "model"]  # the layout init_weight is given
@@ -35,7 +39,8 @@ def _cdf_distance_to_uniform(values, limit):
 
 def _xavier_case(seed):
     """The inputs of a q1 check: three pairs of fans for xavier_limit; a shape (at least 2048 values, its
-    second size even) and two different seeds for init_weight."""
+    second size even) and three different seeds for init_weight: one, one that differs from it in its first
+    number only, one that differs in its second number only."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -46,7 +51,7 @@ def _xavier_case(seed):
             fans.append((fan_in, fan_out))
     shape = [int(rng.integers(64, 97)), 2 * int(rng.integers(16, 33))]
     first = [int(n) for n in rng.integers(0, 2 ** 30, 2)]
-    return fans, shape, first, [first[0] + 1, first[1]]
+    return fans, shape, first, [[first[0] + 1, first[1]], [first[0], first[1] + 1]]
 
 
 def _dims(shape):
@@ -81,13 +86,14 @@ def _collect_limit(xavier_limit, fans):
 
 
 def _collect_init(init_weight, shape, seed, other_seed):
+    """init_weight's weights for ``seed`` (twice) and for each seed of ``other_seed``."""
     from tensorflow.experimental import dtensor
 
     if not callable(init_weight):
         return _not_callable(init_weight)
     layout = dtensor.Layout(WEIGHT_SPECS, checker_mesh())
     try:
-        weights = [init_weight(list(shape), layout, list(s)) for s in (seed, seed, other_seed)]
+        weights = [init_weight(list(shape), layout, list(s)) for s in (seed, seed, *other_seed)]
     except Exception as err:
         return _raised(err)
     return {"kind": "weights", "weights": [_value_facts(w) for w in weights]}
@@ -103,11 +109,12 @@ class XavierInit(Exercise):
     )
 
     def collect(self, xavier_limit, init_weight, seed=0):
-        """Calls xavier_limit on three pairs of fans, and init_weight(shape, layout, seed) three times (twice
-        with one seed, once with another) on a shape and seeds drawn from ``seed``.
+        """Calls xavier_limit on three pairs of fans, and init_weight(shape, layout, seed) four times (twice
+        with one seed, then with a seed that differs in its first number, one that differs in its second) on a
+        shape and seeds drawn from ``seed``.
 
         What crosses: ``{"limit": {"kind": "values", "values": [3 floats]}, "weight": {"kind": "weights",
-        "weights": [3 × {"type", "variable", "specs", "mesh", "shape", "value"}]}}``; a function that raised
+        "weights": [4 × {"type", "variable", "specs", "mesh", "shape", "value"}]}}``; a function that raised
         sends ``{"kind": "error", "error": text}``, an answer that is not callable its type's name.
         """
         fans, shape, first, other = _xavier_case(seed)
@@ -138,12 +145,12 @@ class XavierInit(Exercise):
             fb.right(f"xavier_limit(784, 700) = {right[0]:.5f}")
             return
         (a, b), value = next((pair, g) for pair, g, r in zip(fans, got, right) if not close(g, r, 1e-6))
-        why = next((text for text, f in WRONG_LIMITS.items()
-                    if all(close(g, f(a, b), 1e-6) for g, (a, b) in zip(got, fans))),
-                   f"xavier_limit({a}, {b}) = {value:.5f} is not the Xavier uniform limit.")
+        why, more = next((texts for texts, f in WRONG_LIMITS.items()
+                          if all(close(g, f(a, b), 1e-6) for g, (a, b) in zip(got, fans))),
+                         (f"xavier_limit({a}, {b}) = {value:.5f} is not the Xavier uniform limit.", ""))
         fb.wrong(f"xavier_limit: {why}",
-                 answer="A uniform distribution on [-limit, limit] has variance limit**2 / 3; Xavier wants "
-                        "2 / (fan_in + fan_out), so limit = sqrt(6 / (fan_in + fan_out)).")
+                 answer=(more + " " if more else "") + "A uniform distribution on [-limit, limit] has variance "
+                        "limit**2 / 3; Xavier wants 2 / (fan_in + fan_out), so limit = sqrt(6 / (fan_in + fan_out)).")
 
     def _judge_init(self, fb, data, shape, seed, other_seed):
         import numpy as np
@@ -162,14 +169,15 @@ class XavierInit(Exercise):
             else:
                 fb.wrong(f"init_weight raised {message}")
             return
-        w1, w2, w3 = data["weights"]
+        w1, w2, *others = data["weights"]
         limit = math.sqrt(6 / (shape[0] + shape[1]))
         if w1["variable"] is not True:
             fb.wrong(f"init_weight should return a variable, so that the optimizer can update it, not a "
                      f"{w1['type']}.", answer="Wrap the value in dtensor.DVariable(...).")
             return
         if w1["specs"] is None:
-            fb.wrong("init_weight returned an ordinary tf.Variable on one device, not a variable on the mesh.",
+            fb.wrong(f"init_weight returned a {w1['type']}, an ordinary tf.Variable: it lives on one device, outside "
+                     f"the mesh, even when its initial value is a DTensor on the mesh (TensorFlow copies it there).",
                      answer="Create the initial value on the mesh with dtensor.call_with_layout(..., layout, ...) and "
                             "wrap it in dtensor.DVariable.")
             return
@@ -178,34 +186,45 @@ class XavierInit(Exercise):
                      f"{WEIGHT_SPECS}.", answer="Pass `layout` to call_with_layout.")
             return
         values = np.asarray(w1["value"], dtype="float64")
-        again, other = (np.asarray(w["value"], dtype="float64") for w in (w2, w3))
+        again = np.asarray(w2["value"], dtype="float64")
+        others = [np.asarray(w["value"], dtype="float64") for w in others]
+        top = float(np.abs(values).max()) if values.size else 0.0
         if list(values.shape) != list(shape) or w1["shape"] != list(shape):
             fb.wrong(f"init_weight returned shape {list(values.shape)} for shape {shape}.")
         elif not np.all(np.abs(values) <= limit * (1 + 1e-5)):
-            fb.wrong(f"init_weight: values up to {np.abs(values).max():.3f} exceed the Xavier limit {limit:.3f} for "
-                     f"shape {shape}.", answer="Sample uniformly in [-limit, limit] with limit = "
-                                               "xavier_limit(fan_in, fan_out).")
+            fb.wrong(f"init_weight: values up to {top:.3f} exceed the Xavier limit for shape {shape}: is the range "
+                     f"computed from xavier_limit(fan_in, fan_out) of that shape?",
+                     answer=f"The limit is {limit:.3f}: sample uniformly in [-limit, limit] with limit = "
+                            f"xavier_limit(fan_in, fan_out).")
         elif values.min() >= 0:
             fb.wrong("init_weight: all values are >= 0; the range is symmetric.", answer="minval=-limit.")
-        elif np.abs(values).max() < 0.8 * limit:
-            fb.wrong(f"init_weight: the values only reach {np.abs(values).max():.3f}, the Xavier limit for shape "
-                     f"{shape} is {limit:.3f}. Use the whole range [-limit, limit].")
+        elif top < 0.8 * limit:
+            fb.wrong(f"init_weight: the values only reach {top:.3f}, well inside the Xavier limit for shape {shape}: "
+                     f"Xavier uniform uses the whole range [-limit, limit].", answer=f"The limit is {limit:.3f}.")
         elif _cdf_distance_to_uniform(values, limit) > MAX_CDF_DISTANCE:
             middle = float(np.mean(np.abs(values) < limit / 2))
-            fb.wrong(f"init_weight: the values stay within [-{limit:.3f}, {limit:.3f}] but are not spread uniformly: "
+            fb.wrong(f"init_weight: the values stay within the Xavier range but are not spread uniformly: "
                      f"{middle:.0%} of them lie in the middle half [-limit/2, limit/2], where a uniform distribution "
                      f"puts 50%. Xavier UNIFORM draws every value in the range with the same probability.",
                      answer="Use tf.random.stateless_uniform(shape, seed, minval=-limit, maxval=limit).")
         elif not np.array_equal(values, again):
             fb.wrong("init_weight: the same seed gave different weights, so two clients would start from different "
                      "models.", answer="Use a stateless random op (tf.random.stateless_uniform) with seed=seed.")
-        elif other.shape != values.shape or np.array_equal(values, other):
-            fb.wrong(f"init_weight: the seeds {seed} and {other_seed} gave identical weights: your function ignores "
-                     f"its `seed` argument, so every layer would start from the same numbers.",
-                     answer="Pass seed=seed to the stateless random op.")
         else:
-            fb.right(f"init_weight: a DVariable with layout {WEIGHT_SPECS}, uniform in [-{limit:.3f}, {limit:.3f}], "
-                     f"reproducible from its seed", points=2)
+            same = [o.shape == values.shape and np.array_equal(values, o) for o in others]
+            if all(same):
+                fb.wrong(f"init_weight: the seeds {seed}, {other_seed[0]} and {other_seed[1]} gave identical weights: "
+                         f"your function ignores its `seed` argument (a fixed seed pair?), so every layer would start "
+                         f"from the same numbers.", answer="Pass seed=seed to the stateless random op.")
+            elif any(same):
+                position = "first" if same[0] else "second"
+                fb.wrong(f"init_weight: the seeds {seed} and {other_seed[same.index(True)]}, which differ only in "
+                         f"their {position} number, gave identical weights: your function uses only part of the seed "
+                         f"pair, so two different seeds can start the same model.",
+                         answer="Pass the whole pair on: seed=seed.")
+            else:
+                fb.right(f"init_weight: a DVariable with layout {WEIGHT_SPECS}, uniform in [-{limit:.3f}, "
+                         f"{limit:.3f}], reproducible from its seed", points=2)
 
 
 def _variable_facts(variable):
@@ -223,12 +242,33 @@ def _variable_facts(variable):
     return facts
 
 
+def _chain(shapes):
+    """'784 -> 300 -> 100 -> 10' for kernels that chain, in the order they chain; None when they do not."""
+    remaining, order = list(shapes), []
+    starts = [s for s in remaining if not any(t[1] == s[0] for t in remaining if t is not s)]
+    if len(starts) != 1:
+        return None
+    order.append(starts[0])
+    remaining.remove(starts[0])
+    while remaining:
+        after = [s for s in remaining if s[0] == order[-1][1]]
+        if len(after) != 1:
+            return None
+        order.append(after[0])
+        remaining.remove(after[0])
+    return " -> ".join(str(n) for n in [order[0][0]] + [s[1] for s in order])
+
+
+CLAIMED = "784 -> 300 -> 100 -> 10"  # what exercise 2's BuggyMLP claims to be (its docstring)
+
+
 class HiddenSizeBug(Exercise):
     title = "Fix the hidden-size bug"
     points = 2
     hints = (
-        "Print the shapes of model.trainable_variables. Are they 784 -> 700 -> 500 -> 10?",
-        "Which line changes hidden_layer_2_size after it was set to 500?",
+        f"Print the shapes of model.trainable_variables: do the kernels chain {CLAIMED}, the sizes the class claims?",
+        "Follow hidden_sizes through the loop that builds the layers: which size does each call of list.pop() "
+        "return?",
     )
 
     def collect(self, model, seed=0):
@@ -244,8 +284,9 @@ class HiddenSizeBug(Exercise):
                 "variables": None if variables is None else [_variable_facts(v) for v in variables]}
 
     def judge(self, data, seed=0):
-        """The shapes of the model's kernels (its 2-d variables) against 784 -> 700 -> 500 -> 10."""
-        right, buggy = [(784, 700), (700, 500), (500, 10)], [(784, 700), (700, 10), (10, 10)]
+        """The shapes of the model's kernels (its 2-d variables) against 784 -> 300 -> 100 -> 10."""
+        right, buggy = [(784, 300), (300, 100), (100, 10)], [(784, 100), (100, 300), (300, 10)]
+        chapter_sizes = [(784, 700), (700, 500), (500, 10)]
         fb = Feedback()
         if data["is_class"] is True:
             fb.wrong("Pass an instance of your fixed model, e.g. MLP(mesh), not the class.")
@@ -254,13 +295,20 @@ class HiddenSizeBug(Exercise):
             fb.wrong(f"Pass the model (a tf.Module), not a {data['type']}.")
             return fb
         shapes = [tuple(v["shape"]) for v in data["variables"] if v["shape"] is not None and len(v["shape"]) == 2]
+        network = _chain(shapes)
         if sorted(shapes) == sorted(right):
-            fb.right(f"the kernels are {right}: 784 -> 700 -> 500 -> 10.", points=2)
+            fb.right(f"the kernels are {right}: {CLAIMED}.", points=2)
         elif sorted(shapes) == sorted(buggy):
-            fb.wrong(f"the kernels are still {buggy}: the network is 784 -> 700 -> 10 -> 10. Find the line "
-                     f"that overwrites the second hidden size with the number of classes.")
+            fb.wrong(f"the kernels are still {buggy}: the network is {network}, not the {CLAIMED} it claims. Every "
+                     f"shape fits, so nothing fails.",
+                     answer="The hidden sizes are used in the wrong order: list.pop() takes the LAST item. Take them "
+                            "from the front (pop(0)) or loop over the list.")
+        elif sorted(shapes) == sorted(chapter_sizes):
+            fb.wrong(f"that is the chapter's network, 784 -> 700 -> 500 -> 10; this exercise's model claims "
+                     f"{CLAIMED}: fix the bug of BuggyMLP itself.")
         else:
-            fb.wrong(f"the kernels are {sorted(shapes)}; expected {right} (784 -> 700 -> 500 -> 10).")
+            fb.wrong(f"the kernels are {sorted(shapes)}" + (f": the network is {network}" if network else "")
+                     + f"; the class claims {CLAIMED}.")
         return fb
 
 
@@ -321,7 +369,12 @@ class SlotLayouts(Exercise):
             fb.wrong("make_slots should be a function variable -> (m, v).")
             return fb
         if data["kind"] == ERROR:
-            fb.wrong(f"make_slots raised {data['error']}")
+            no_layout = "Neither layout nor DTensor initial value" in str(data["error"])
+            fb.wrong(f"make_slots raised {data['error']}" + (
+                ". A DVariable needs an initial value that is already a DTensor on the mesh: zeros made on one device "
+                "have no layout." if no_layout else ""),
+                answer="Make the zeros with dtensor.call_with_layout(tf.zeros, dtensor.fetch_layout(variable), "
+                       "shape=...)." if no_layout else "")
             return fb
         if data["kind"] != "pair":
             fb.wrong(f"make_slots should return a pair (m, v), got {data['type']}.")
@@ -335,8 +388,9 @@ class SlotLayouts(Exercise):
                          answer="Wrap the zeros in dtensor.DVariable.")
                 continue
             if slot["specs"] is None:
-                fb.wrong(f"{name} is an ordinary tf.Variable on one device, not on the mesh.",
-                         answer="Create its zeros with dtensor.call_with_layout(tf.zeros, "
+                fb.wrong(f"{name} is a {slot['type']}, an ordinary tf.Variable: it lives on one device, outside the "
+                         f"mesh, even when its initial value is a DTensor on the mesh (TensorFlow copies it there).",
+                         answer="Make it a dtensor.DVariable of zeros made with dtensor.call_with_layout(tf.zeros, "
                                 "dtensor.fetch_layout(variable), shape=...).")
             elif tuple(slot["shape"]) != shape:
                 fb.wrong(f"{name} has shape {tuple(slot['shape'])}; a slot has the weight's shape {shape}.")

@@ -24,7 +24,9 @@ def _not_callable(answer):
 
 
 def _raised(err):
-    return {"kind": ERROR, "error": short_error(err)}
+    """What crosses for a function that raised: the error, cut to 300 characters, and the end of its message, where
+    TensorFlow's errors from inside a tf.function say what went wrong."""
+    return {"kind": ERROR, "error": short_error(err), "tail": " ".join(str(err).split())[-300:]}
 
 
 def _checker_weight(shape=(8, 4), sharding=(UNSHARDED, "model"), value=None):
@@ -48,6 +50,17 @@ def _host_counters(optimizer):
     else:
         variables = [v for v in vars(optimizer).values() if isinstance(v, tf.Variable)]
     return [v for v in variables if v.shape.rank == 0 and layout_of(v.read_value()) is None]
+
+
+def _mesh_counters(optimizer):
+    """The values of the optimizer's scalar variables that live on the mesh (a step counter, usually)."""
+    import tensorflow as tf
+
+    if isinstance(optimizer, tf.Module):
+        variables = optimizer.variables
+    else:
+        variables = [v for v in vars(optimizer).values() if isinstance(v, tf.Variable)]
+    return [float(global_numpy(v)) for v in variables if v.shape.rank == 0 and layout_of(v.read_value()) is not None]
 
 
 def _adam_case(seed):
@@ -96,7 +109,8 @@ class FrozenStep(Exercise):
         tf.function, on a weight and gradients drawn from ``seed``.
 
         What crosses: ``{"kind": "steps", "history": [the weight's value after each step], "counters": [the
-        values of the optimizer's scalar variables off the mesh], "devices": the mesh's device count,
+        values of the optimizer's scalar variables off the mesh], "mesh_counters": [those of its scalar variables on
+        the mesh], "devices": the mesh's device count,
         "traced_apply": whether the class's apply is a tf.function}``; or the error it raised, as text; or
         the type's name of an answer that is not callable.
         """
@@ -120,7 +134,11 @@ class FrozenStep(Exercise):
             counters = [float(global_numpy(counter)) for counter in _host_counters(optimizer)]
         except Exception:
             counters = []
-        return {"kind": "steps", "history": history, "counters": counters,
+        try:
+            mesh_counters = _mesh_counters(optimizer)
+        except Exception:
+            mesh_counters = []
+        return {"kind": "steps", "history": history, "counters": counters, "mesh_counters": mesh_counters,
                 "devices": layout.mesh.num_local_devices(),
                 "traced_apply": hasattr(getattr(type(optimizer), "apply", None), "get_concrete_function")}
 
@@ -135,6 +153,11 @@ class FrozenStep(Exercise):
             message = str(data["error"])
             if "NoneType" in message and "callable" in message:
                 fb.wrong(f"Your optimizer raised {message}. It calls make_slots from exercise 3: solve that first.")
+            elif "int64" in message + data.get("tail", "") and "float" in message + data.get("tail", ""):
+                fb.wrong(f"Your optimizer raised {message}. An integer step cannot be a power of a float beta: "
+                         f"beta_1 ** t needs t as a float.",
+                         answer="Keep the step as float32 (mesh_scalar(tf.float32, mesh)) or use "
+                                "tf.cast(t, tf.float32).")
             else:
                 fb.wrong(f"Your optimizer raised {message}. It is called as adam_class([weight], learning_rate=0.1), "
                          f"then .apply([gradient]) three times inside a tf.function, as a training step would.")
@@ -147,6 +170,18 @@ class FrozenStep(Exercise):
         ok = [_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in zip(history, reference)]
         if all(ok):
             fb.right("three steps inside tf.function match Keras' Adam (bias correction with t = 1, 2, 3).", points=3)
+            return fb
+        import numpy as np
+
+        mesh_counters = [float(value) for value in data.get("mesh_counters", [])]
+        nan_step = next((index for index, h in enumerate(history) if not np.all(np.isfinite(np.asarray(h)))), None)
+        if nan_step == 0:
+            never = bool(mesh_counters) and all(value == 0 for value in mesh_counters)
+            fb.wrong("The weight became NaN at the first step: the bias correction divided by 1 - beta_1**t = 0, so t "
+                     "was 0 when it was computed. "
+                     + ("Your step variable still holds 0 after 3 calls: nothing adds 1 to it." if never else
+                        "Is the counter increased BEFORE the correction reads it?"),
+                     answer="In apply: self.step.assign_add(1.0) first, then t = self.step.read_value().")
             return fb
         for value in data["counters"]:
             if float(value) > len(grads):
@@ -163,6 +198,12 @@ class FrozenStep(Exercise):
                 eager = "" if data["traced_apply"] is True else (
                     " Removing @tf.function only hides this: a training step runs apply inside a tf.function, "
                     "and so does this checker.")
+                if mesh_counters and all(value == 0 for value in mesh_counters):
+                    fb.wrong(f"Your Adam uses t = {frozen} at every step, and your step variable on the mesh still "
+                             f"holds 0 after {len(grads)} calls: nothing adds 1 to it. An expression such as "
+                             f"self.step + 1 computes a new tensor; it does not change the variable.",
+                             answer="In apply: self.step.assign_add(1.0), then t = self.step.read_value().")
+                    return fb
                 fb.wrong(f"Your Adam uses t = {frozen} at every step: the step counter is frozen. A Python number "
                          f"changed inside a tf.function changes only while the function is TRACED; later calls replay "
                          f"the graph with the value baked in.{eager}",
@@ -268,6 +309,25 @@ def _collect_fixed_step(fixed_step, seed):
     return {"kind": "changes", "changes": changes}
 
 
+VARIABLE_WORDS = {"w1": ("hidden", "kernel"), "b1": ("hidden", "bias"), "w2": ("output", "kernel"),
+                  "b2": ("output", "bias")}
+
+
+def _variable_names(text):
+    """The variable names (w1, b1, w2, b2) that an answer names: 'b2', "params['b2']", 'b2:0', 'B2 (the output
+    bias)', or a description such as 'the output layer's bias'."""
+    import re
+
+    text = str(text).lower()
+    found = set(re.findall(r"(?<![a-z0-9])([wb][12])(?![0-9])", text))
+    if found:
+        return found
+    words = {"kernel": ("kernel", "weight", "matrix"), "bias": ("bias",), "hidden": ("hidden", "first"),
+             "output": ("output", "last", "second", "logit")}
+    return {name for name, (layer, kind) in VARIABLE_WORDS.items()
+            if any(w in text for w in words[layer]) and any(w in text for w in words[kind])}
+
+
 class BrokenVariable(Exercise):
     title = "Find the broken variable"
     points = 4
@@ -300,8 +360,8 @@ class BrokenVariable(Exercise):
         ``seed``; broken_variable (1) against the name of the broken variable."""
         fb = Feedback()
         reference_ok = self._judge_reference(fb, data["reference"], seed)
-        self._judge_broken_name(fb, data["broken"], reference_ok)
-        self._judge_fixed_step(fb, data["fixed"], seed)
+        name_ok = self._judge_broken_name(fb, data["broken"], reference_ok)
+        self._judge_fixed_step(fb, data["fixed"], seed, name_ok)
         return fb
 
     def _judge_reference(self, fb, data, seed):
@@ -356,31 +416,40 @@ class BrokenVariable(Exercise):
                    "a fixed batch size in the code? The checker's batch has 16 examples: take the mean over the "
                    "batch you are given")
             fb.wrong(f"my_reference's changes are all {factor:g} x the right ones ({why}).")
+        elif wrong == ["b2"]:  # naming it would give broken_variable away
+            fb.wrong(f"my_reference's expected change of one variable is not one SGD step (learning rate "
+                     f"{BROKEN_RATE}) of the mean cross-entropy on the whole batch.", answer="It is b2's.")
         else:
             fb.wrong(f"my_reference's expected changes of {', '.join(wrong)} are not one SGD step "
                      f"(learning rate {BROKEN_RATE}) of the mean cross-entropy on the whole batch.")
         return False
 
     def _judge_broken_name(self, fb, data, reference_ok):
+        """Grade broken_variable (1 point); return whether it is right."""
         if data["kind"] == "variable":
             fb.wrong("broken_variable: give the variable's NAME (a string such as the ones check_step prints), not "
                      "the variable itself.")
-            return
-        names = [str(n).strip().strip("'\"").split("[")[-1].strip("]'\"").lower() for n in data["names"]]
+            return False
+        names = sorted({name for text in data["names"] for name in _variable_names(text)})
         unsure = "" if reference_ok else (" (your reference is not right yet, so check_step's WRONG lines cannot be "
                                           "trusted)")
-        if not names:
+        if not data["names"]:
             fb.wrong("broken_variable: not answered yet.")
         elif names == ["b2"]:
             fb.right("broken_variable: b2, the output layer's bias")
+            return True
         elif len(names) > 1:
-            fb.wrong(f"broken_variable: {sorted(names)}; one variable is wrong. Run check_step with your reference "
-                     f"and read which line says WRONG{unsure}.")
+            fb.wrong(f"broken_variable: {names}; one variable is wrong. Run check_step with your reference and read "
+                     f"which line says WRONG{unsure}.")
+        elif not names:
+            fb.wrong(f"broken_variable: {data['names'][0]!r} names none of the variables w1, b1, w2, b2. Give the "
+                     f"name check_step prints on its WRONG line.")
         else:
             fb.wrong(f"broken_variable: {names[0]!r} changes as a right SGD step changes it. Run check_step with "
                      f"your reference and read which line says WRONG{unsure}.")
+        return False
 
-    def _judge_fixed_step(self, fb, data, seed):
+    def _judge_fixed_step(self, fb, data, seed, name_ok=True):
         import numpy as np
 
         if data["kind"] in (MISSING, NOT_CALLABLE):
@@ -415,11 +484,14 @@ class BrokenVariable(Exercise):
         ratios = [float(np.median(got / want)) for _, _, got, want in results.values()
                   if got.shape == want.shape and np.all(np.abs(want) > 1e-9)]
         if wrong == ["b2"] and len(ratios) == 2 and abs(ratios[0] - ratios[1]) > 0.1:
-            fb.wrong(f"fixed_step gets b2 right for one batch size only (b2's change is {ratios[0]:.3g}x the right "
-                     f"one with 16 examples, {ratios[1]:.3g}x with 32): scaling by a number fixes one batch size. "
-                     f"Fix the gradient where it is computed.",
+            fb.wrong(f"fixed_step gets {'b2' if name_ok else 'one variable'} right for one batch size only (its "
+                     f"change is {ratios[0]:.3g}x the right one with 16 examples, {ratios[1]:.3g}x with 32): scaling "
+                     f"by a number fixes one batch size. Fix the gradient where it is computed.",
                      answer="In output_layer's backward, the bias's gradient is the SUM of d_logits over the batch "
                             "(tf.reduce_sum(d_logits, axis=0)): d_logits already carries the loss's 1/N.")
-        else:
+        elif name_ok:
             fb.wrong(f"fixed_step: {', '.join(wrong)} do{'es' if len(wrong) == 1 else ''} not change as one SGD "
                      f"step (learning rate {BROKEN_RATE}) should.")
+        else:  # the names would give broken_variable away
+            fb.wrong(f"fixed_step: {len(wrong)} variable{'s do' if len(wrong) > 1 else ' does'} not change as one "
+                     f"SGD step (learning rate {BROKEN_RATE}) should.", answer=f"They are {', '.join(wrong)}.")

@@ -2,85 +2,160 @@
 import math
 import re
 
-from .answers import UNSHARDED, as_int, global_numpy, grade_items, layout_of, mesh_dims, only_ellipses
+from .answers import (UNSHARDED, as_int, checker_mesh, global_numpy, grade_items, layout_of, mesh_dims, on_mesh,
+                      only_ellipses, short_error)
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
 
-# Exercise 1: a [16, 32] weight saved from the batch=4 x model=2 mesh, restored onto rows=8 split by rows.
+# Exercise 1: a function that restores a [16, 32] float32 weight saved as `w` (on batch=4 x model=2, split by
+# columns over model) onto a 2-D mesh x=2 x y=4, its rows split over y and its columns over x (a layout whose
+# order differs from the mesh's, which chapter 7 does not show). The checker saves a checkpoint of its own.
 SAVED_SHAPE = (16, 32)
-RESTORE_MESH = [("rows", 8)]
-RESTORE_SPECS = ["rows", UNSHARDED]
+RESTORE_MESH = [("x", 2), ("y", 4)]
+RESTORE_SPECS = ["y", "x"]
+CHAPTER_MESH = [("rows", 8)]  # chapter 7's restore (section 4): rows over a 1-D mesh
+MISSING, NOT_CALLABLE, ERROR = "missing", "not callable", "error"
 
 
 def saved_value():
-    """The weight the exercise saved: 0, 0.01, 0.02, ... row by row (NumPy)."""
+    """The weight the exercise notebook saves: 0, 0.01, 0.02, ... row by row (NumPy)."""
     import numpy as np
 
     return (np.arange(math.prod(SAVED_SHAPE), dtype="float32") / 100).reshape(SAVED_SHAPE)
+
+
+def _checkpoint_values(seed):
+    """The weight of the checkpoint a check saves: drawn from ``seed``, never the notebook's (NumPy, float32)."""
+    import numpy as np
+
+    return np.random.default_rng([7, int(seed)]).normal(size=SAVED_SHAPE).astype("float32")
 
 
 class RestoreOnAnotherMesh(Exercise):
     title = "Restore a checkpoint onto another mesh"
     points = 3
     hints = (
-        "Create the variable first, in the new layout (zeros will do), on the new mesh: "
-        "dtensor.DVariable(dtensor.call_with_layout(tf.zeros, layout, shape=[16, 32])).",
-        "Then restore into it with tf.train.Checkpoint, under the SAME name the checkpoint used when it "
-        "was saved (w): tf.train.Checkpoint(w=restored).restore(checkpoint_path).",
+        "Create the variable first, on the new mesh and in the new layout (zeros will do): make_mesh([('x', 2), "
+        "('y', 4)]), and a dtensor.Layout with one entry per TENSOR axis, the mesh axis that splits it.",
+        "Then restore into it with tf.train.Checkpoint, under the SAME name the checkpoint used when it was saved (w): "
+        "tf.train.Checkpoint(w=restored).restore(checkpoint_path), with the path the function is given. Return it.",
     )
 
-    def collect(self, restored, seed=0):
-        """What crosses: ``{"type": the answer's type name}``, and when the answer has ``read_value``,
-        ``"value"`` (what it reads: a DTensor crosses as its layout and per-device blocks) and
-        ``"restore_uid"`` (:func:`restore_uid`: the id a ``tf.train.Checkpoint`` restore stamped on
-        it, ``-1`` if none did, ``None`` if it has none). The checkpoint is the notebook's, so
-        ``seed`` changes nothing here."""
-        data = {"type": type(restored).__name__}
-        if hasattr(restored, "read_value"):
-            data["value"] = restored.read_value()
-            data["restore_uid"] = restore_uid(restored)
+    def collect(self, restore_blocks, seed=0):
+        """Saves a checkpoint of its own (``w``: a [16, 32] float32 weight drawn from ``seed``, on the checker's
+        batch=4 x model=2 mesh, split by columns over model) and calls ``restore_blocks`` with its path.
+
+        What crosses: ``{"kind": "returned", "type": the type name of what it returned}``, and when that has
+        ``read_value``, ``"value"`` (what it reads: a DTensor crosses as its layout and per-device blocks) and
+        ``"restore_uid"`` (:func:`restore_uid`: the id a ``tf.train.Checkpoint`` restore stamped on it, ``-1``
+        if none did, ``None`` if it has none); the error it raised, as text; the type's name of an answer that is
+        not callable."""
+        import os
+        import tempfile
+
+        import tensorflow as tf
+        from tensorflow.experimental import dtensor
+
+        if not callable(restore_blocks):
+            return {"kind": MISSING if restore_blocks is None else NOT_CALLABLE, "type": type(restore_blocks).__name__}
+        saved = dtensor.DVariable(on_mesh(_checkpoint_values(seed), dtensor.Layout([UNSHARDED, "model"],
+                                                                                   checker_mesh())))
+        with tempfile.TemporaryDirectory(prefix="ch7_q1_") as folder:
+            path = tf.train.Checkpoint(w=saved).save(os.path.join(folder, "weights"))
+            try:
+                restored = restore_blocks(path)
+            except Exception as err:
+                return {"kind": ERROR, "error": short_error(err)}
+            data = {"kind": "returned", "type": type(restored).__name__}
+            if hasattr(restored, "read_value"):
+                data["value"] = restored.read_value()
+                data["restore_uid"] = restore_uid(restored)
         return data
 
     def judge(self, data, seed=0):
-        """Reads what :meth:`collect` sent: the value's layout, mesh, shape, dtype and numbers (compared
-        with :func:`saved_value`), and whether a restore wrote into it (a restore id of 0 or more)."""
+        """Reads what :meth:`collect` sent: the value's layout, mesh, shape, dtype and numbers (compared with the
+        checkpoint of ``seed``), and whether a restore wrote into it (a restore id of 0 or more)."""
         fb = Feedback()
+        if data["kind"] in (MISSING, NOT_CALLABLE):
+            fb.wrong("restore_blocks: not answered yet." if data["kind"] == MISSING else
+                     f"restore_blocks should be a function checkpoint_path -> DVariable, not a {data['type']}.")
+            return fb
+        if data["kind"] == ERROR:
+            error = str(data["error"])
+            if "expected dtype" in error and "original dtype" in error:
+                why = (" The variable's dtype is not the saved weight's (float32): a restore needs the same dtype and "
+                       "shape. (A failed restore leaves DTensor refusing every later operation in this kernel: "
+                       "restart it after the fix.)")
+            elif "CancelledError" in error:
+                why = (" An earlier DTensor operation failed in this kernel, and DTensor now refuses every operation: "
+                       "restart the kernel and run the notebook again.")
+            else:
+                why = ""
+            fb.wrong(f"restore_blocks raised {error}.{why} The checker calls it with the path of a checkpoint of its "
+                     f"own, saved as the notebook's is: w, a [16, 32] float32 weight (other values).")
+            return fb
         value = data.get("value")
         layout = None if value is None else layout_of(value)
         if layout is None:
-            fb.wrong(f"restored should be a dtensor.DVariable, not a {data['type']}.")
+            fb.wrong(f"restore_blocks should return a dtensor.DVariable, not a {data['type']}.")
             return fb
-        dims = mesh_dims(layout.mesh)
-        if dims == RESTORE_MESH:
-            fb.right(f"on the mesh {mesh_text(dims)}")
-        else:
-            fb.wrong(f"restored lives on the mesh {mesh_text(dims)}; the exercise asks for {mesh_text(RESTORE_MESH)}.")
-        if list(layout.sharding_specs) == RESTORE_SPECS:
-            fb.right(f"layout {RESTORE_SPECS}")
-        elif layout.is_fully_replicated():
-            fb.wrong("restored is replicated: split its rows over 'rows' (the first tensor axis).")
-        else:
-            fb.wrong(f"restored's layout is {layout.sharding_specs}: the rows (the first axis) go over 'rows'.")
+        self._judge_placement(fb, mesh_dims(layout.mesh), list(layout.sharding_specs), layout.is_fully_replicated())
         if tuple(value.shape) != SAVED_SHAPE:
-            fb.wrong(f"restored has shape {tuple(value.shape)}; the saved weight is {SAVED_SHAPE}.")
+            fb.wrong(f"the variable has shape {tuple(value.shape)}; the saved weight is {SAVED_SHAPE}.")
             return fb
+        self._judge_values(fb, value, data.get("restore_uid"), seed)
+        return fb
+
+    @staticmethod
+    def _judge_placement(fb, dims, got_specs, replicated):
+        if sorted(dims) == sorted(RESTORE_MESH):
+            fb.right(f"on the mesh {mesh_text(RESTORE_MESH)}")
+        elif dims == CHAPTER_MESH:
+            fb.wrong(f"the variable lives on the chapter's mesh {mesh_text(dims)}; this exercise asks for the 2-D mesh "
+                     f"{mesh_text(RESTORE_MESH)}.")
+        else:
+            fb.wrong(f"the variable lives on the mesh {mesh_text(dims)}; the exercise asks for "
+                     f"{mesh_text(RESTORE_MESH)}.")
+        if got_specs == RESTORE_SPECS:
+            fb.right(f"layout {RESTORE_SPECS}: rows over 'y', columns over 'x'")
+        elif replicated:
+            fb.wrong("the variable is replicated: every device holds the whole weight. Split its rows over 'y' and its "
+                     "columns over 'x'.")
+        elif got_specs == list(reversed(RESTORE_SPECS)):
+            fb.wrong(f"its sharding specs {got_specs} split the rows over {got_specs[0]!r} and the columns over "
+                     f"{got_specs[1]!r}: the specs name, for each TENSOR axis in order, the mesh axis that splits it, "
+                     f"whatever the order of the mesh's axes.", answer=f"sharding_specs = {RESTORE_SPECS}")
+        elif UNSHARDED in got_specs:
+            fb.wrong(f"its sharding specs {got_specs} split only one tensor axis: the exercise splits both, the rows "
+                     f"over 'y' and the columns over 'x'.")
+        else:
+            fb.wrong(f"its sharding specs are {got_specs}: the rows (the first tensor axis) go over 'y', the columns "
+                     f"over 'x'.")
+
+    @staticmethod
+    def _judge_values(fb, value, uid, seed):
         import numpy as np
 
         numbers = global_numpy(value)
-        uid = data.get("restore_uid")
         if value.dtype.name != "float32":
-            fb.wrong(f"restored is {value.dtype.name}; the checkpoint holds float32: create the variable with the "
+            fb.wrong(f"the variable is {value.dtype.name}; the checkpoint holds float32: create the variable with the "
                      f"saved weight's dtype, then restore into it.")
         elif not numbers.any():
-            fb.wrong("restored still holds zeros: did the restore run, and under the name the checkpoint used (w)?")
-        elif not np.array_equal(numbers, saved_value()):
-            fb.wrong("restored holds other values than the saved weight: restore the checkpoint into it.")
+            fb.wrong("the variable still holds zeros: did the restore run, from the path the function is given, and "
+                     "under the name the checkpoint used (w)?")
+        elif np.array_equal(numbers, saved_value()):
+            fb.wrong("the variable holds the notebook's weight (saved_value()), not the one saved at the "
+                     "checkpoint_path your function is given: the checker calls it with a checkpoint of its own, with "
+                     "other values. Restore from the argument, not from the notebook's checkpoint or values.")
+        elif not np.array_equal(numbers, _checkpoint_values(seed)):
+            fb.wrong("the variable holds other values than the weight saved at checkpoint_path: restore that "
+                     "checkpoint into it.")
         elif type(uid) is not int or uid < 0:
-            fb.wrong("restored holds the saved values, but no checkpoint was restored into it: the exercise is to "
-                     "read them back from the file with tf.train.Checkpoint, not to build them again.")
+            fb.wrong("the variable holds the saved values, but no checkpoint was restored into it: the exercise is to "
+                     "restore them with tf.train.Checkpoint, which reads each device's block from the file, not to "
+                     "read the whole weight and pack it again.")
         else:
-            fb.right("the saved values, restored from the checkpoint")
-        return fb
+            fb.right("the saved values, restored from the checkpoint it was given")
 
 
 def restore_uid(variable):
@@ -120,20 +195,30 @@ def _reference_layout_map_lookup(rule, path):
     return found[0] if len(found) == 1 else "ValueError"
 
 
-NO_KEY = ("none", "replicated", "no key", "no match", "nothing", "[]", "()", "")
+NO_KEY = ("none", "replicated", "no key", "no match", "nothing", "[]", "()", "", "no key: replicated",
+          "none (replicated)", "replicated (no key)", "not split")
+RAISES = ("valueerror", "value error", "raises valueerror", "raises", "raise", "error", "ambiguous",
+          "raises a valueerror", "valueerror (several keys)")
 
 
 def _outcome(raw):
-    """A key, 'replicated' (None, (), [], 'none', 'no key', ...) or 'ValueError' (class, instance or name)."""
-    if raw is None or isinstance(raw, (list, tuple, dict)) and not raw:
+    """A key, 'replicated' (None, (), [], 'none', 'no key', ...) or 'ValueError' (class, instance or name, any
+    case); a compiled pattern as its text."""
+    if raw is None or isinstance(raw, (list, tuple, dict, set)) and not raw:
         return "replicated"
     if isinstance(raw, Exception):
         raw = type(raw)
     if isinstance(raw, type) and issubclass(raw, Exception):
         raw = raw.__name__
+    if isinstance(raw, re.Pattern):
+        raw = raw.pattern
     if isinstance(raw, str):
-        text = raw.strip().strip("'\"")
-        return text if text in OUTCOMES else ("replicated" if text.lower() in NO_KEY else None)
+        text = raw.strip().strip("'\"").strip()
+        if text in OUTCOMES:
+            return text
+        words = " ".join(text.lower().replace(".", " ").split())
+        return ("replicated" if words in NO_KEY or text.lower() in NO_KEY else
+                "ValueError" if words in RAISES else None)
     return None
 
 
@@ -147,6 +232,12 @@ class LayoutMapRules(Exercise):
         "Then count the keys that matched. tf_keras takes the first one inserted; Keras 3 raises a ValueError "
         "when more than one matches; no match at all means the weight is replicated.",
     )
+
+    def collect(self, found, seed=0):
+        """The answers as plain data: a compiled pattern as its text (``seed`` changes nothing)."""
+        if isinstance(found, dict):
+            found = {key: value.pattern if isinstance(value, re.Pattern) else value for key, value in found.items()}
+        return [found]
 
     def grade(self, found):
         expected = {f"{part}, {rule}": _reference_layout_map_lookup(rule, path)
@@ -185,22 +276,44 @@ def _reference_beyond_layouts():
     """
     return {"b", "c"}
 
-NAMES = {"tensor": "tensor", "model": "tensor", "pipeline": "pipeline", "sequence": "sequence",
-         "context": "sequence", "ring attention": "sequence", "expert": "expert", "mixture of experts": "expert",
-         "moe": "expert", "data": "data", "fsdp": "fsdp", "zero": "fsdp", "spatial": "spatial"}
+NAMES = {"tensor": "tensor", "model": "tensor", "tp": "tensor", "megatron": "tensor", "intra layer": "tensor",
+         "intra layer model": "tensor", "tensor model": "tensor", "pipeline": "pipeline", "pp": "pipeline",
+         "inter layer": "pipeline", "layer": "pipeline", "gpipe": "pipeline", "pipeline model": "pipeline",
+         "sequence": "sequence", "sp": "sequence", "context": "sequence", "cp": "sequence",
+         "ring attention": "sequence",
+         "ring": "sequence", "expert": "expert", "ep": "expert", "mixture of experts": "expert", "moe": "expert",
+         "experts": "expert", "data": "data", "dp": "data", "fsdp": "fsdp", "zero": "fsdp", "sharded data": "fsdp",
+         "fully sharded data": "fsdp", "spatial": "spatial"}
 
 
 def _kind(raw):
+    """The kind of parallelism a name means ('Tensor parallelism', 'TP', 'pipeline-parallel', 'expert (MoE)', ...)."""
     if not isinstance(raw, str):
         return None
-    text = raw.strip().lower().replace("-", " ").replace("_", " ")
-    text = re.sub(r"\s*parallel(ism)?$", "", text)
-    return NAMES.get(text)
+    text = " ".join(raw.strip().strip("'\"").lower().replace("-", " ").replace("_", " ").split())
+    for part in (text, re.sub(r"\(.*?\)", "", text), *re.findall(r"\((.*?)\)", text)):
+        part = re.sub(r"\s*(parallel(ism)?|sharding)$", "", part.strip()).strip()
+        if part in NAMES:
+            return NAMES[part]
+    # Names inside a longer phrase ('Megatron-style tensor parallel', 'pipeline model parallelism'): the longest
+    # names found win over names they contain, and 'model' only counts alone.
+    words = " " + re.sub(r"[^a-z]+", " ", text) + " "
+    found = [name for name in NAMES if f" {name} " in words]
+    found = [name for name in found if not any(name != other and f" {name} " in f" {other} " for other in found)]
+    kinds = {NAMES[name] for name in found if name != "model"} or {NAMES[name] for name in found}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _letters(raw):
+    """A set of case letters from a set, list or tuple of letters, or from text such as 'b, c', 'b and c' or 'bc';
+    None, (), [], set() and 'none' are the empty set. None when it cannot be read."""
+    if raw is None:
+        return set()
     if isinstance(raw, str):
-        raw = [part for part in re.split(r"[\s,]+", raw) if part]
+        words = [word for word in re.split(r"[^a-z]+", raw.lower()) if word and word not in ("and", "or")]
+        if words in (["none"], ["nothing"], ["no"]):
+            return set()
+        raw = [letter for word in words for letter in (word if set(word) <= set("abcd") else [word])]
     try:
         return {str(part).strip().lower() for part in raw}
     except TypeError:
@@ -266,11 +379,15 @@ def _reference_fewest_micro_batches(stages, at_most):
 
 
 def _number(raw):
-    """A float from anything ``float()`` takes (NumPy numbers, scalar arrays and tensors, Fractions); else None."""
+    """A float from anything ``float()`` takes (NumPy numbers, scalar arrays and tensors, Fractions, '0.2'), or a
+    percentage written as text ('20%', '20 %'); else None."""
     if isinstance(raw, bool):
         return None
+    scale = 1.0
+    if isinstance(raw, str) and raw.strip().endswith("%"):
+        raw, scale = raw.strip()[:-1], 0.01
     try:
-        value = float(raw)
+        value = float(raw) * scale
     except (TypeError, ValueError, OverflowError):
         return None
     return value if math.isfinite(value) else None
@@ -287,7 +404,8 @@ class PipelineBubble(Exercise):
     def grade(self, idle, micro_batches):
         fb = Feedback()
         right_idle, given_idle = _reference_bubble(4, 12), _number(idle)
-        if given_idle is not None and abs(given_idle - right_idle) < 1e-3:
+        idle_ok = given_idle is not None and abs(given_idle - right_idle) < 1e-3
+        if idle_ok:
             fb.right("idle share with 4 stages and 12 micro-batches")
         elif given_idle is None:
             fb.wrong(f"idle: give a number, the share of the step as a fraction (0.5 for half), got {idle!r}.")
@@ -301,7 +419,8 @@ class PipelineBubble(Exercise):
             fb.wrong("idle: count the slots of a step (the micro-batches, plus those the pipeline needs to fill and "
                      "drain), and the slots in which each device has nothing to do.",
                      answer=f"idle = (4 - 1) / (12 + 4 - 1) = {right_idle}")
-        right_m, given_m = _reference_fewest_micro_batches(8, 0.1), as_int(micro_batches)
+        given_m = as_int(_number(micro_batches)) if isinstance(micro_batches, str) else as_int(micro_batches)
+        right_m = _reference_fewest_micro_batches(8, 0.1)
         if given_m == right_m:
             fb.right("fewest micro-batches for at most 10 % idle with 8 stages")
         elif given_m is None:
@@ -310,9 +429,10 @@ class PipelineBubble(Exercise):
             fb.wrong("micro_batches: that works, but fewer would too: find the smallest.")
         elif given_m > 0:
             idle_share = _reference_bubble(8, given_m)
-            fb.wrong(f"micro_batches: with {given_m}, each device idles {idle_share:.1%} of the step with 8 "
-                     f"stages, more than 10 %: find the smallest whole m with (8 - 1) / (m + 8 - 1) <= 0.1.",
-                     answer=f"micro_batches = {right_m}")
+            shown = f" each device idles {idle_share:.1%} of the step with 8 stages," if idle_ok else ""
+            fb.wrong(f"micro_batches: with {given_m},{shown} more than 10 % of the step is idle: find the smallest "
+                     f"whole number of micro-batches that keeps the bubble at most 10 %.",
+                     answer=f"(8 - 1) / (m + 8 - 1) <= 0.1: micro_batches = {right_m}")
         else:
             fb.wrong(f"micro_batches: give a positive number of micro-batches, got {micro_batches!r}.")
         return fb

@@ -252,8 +252,9 @@ class BudgetStep(Exercise):
                             f"({batch_axis!r} here).")
         elif distribution["batch_dim_name"] != batch_axis:
             fb.wrong(f"batch_dim_name={distribution['batch_dim_name']!r} splits the batch along the mesh axis meant "
-                     f"for the weights; the first axis, {batch_axis!r}, is the one for the batch.",
-                     answer="batch_dim_name=device_mesh.axis_names[0]")
+                     f"for the weights.",
+                     answer=f"The first axis, {batch_axis!r}, is the one for the batch: "
+                            f"batch_dim_name=device_mesh.axis_names[0]")
         else:
             fb.right(f"ModelParallel on the given mesh, the batch split along {batch_axis!r}")
 

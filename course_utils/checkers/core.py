@@ -227,6 +227,18 @@ class Exercise:
             self.wrong_checks += 1
         print(self.last_result)
 
+    def answer_shown(self):
+        """Whether this kernel's checks have given the answer away: the last check was correct, or (self-study
+        only) a wrong check printed the answer (with ``teach_first``, from the second wrong check on).
+
+        A cell that runs an exercise's code to let the learner watch what happens ("predict, then watch") runs it
+        only then, so that it never prints what the checker still holds back (and, in a graded hand-out, only after
+        a correct check).
+        """
+        if self.last_result is not None and self.last_result.status == CORRECT:
+            return True
+        return self.mode != GRADED and self.wrong_checks >= (2 if self.teach_first else 1)
+
     def hint(self, level=1):
         """Print hint number ``level`` (1 is a nudge; higher levels say more)."""
         if not self.hints:

@@ -5,28 +5,30 @@ CHAPTERS = {1: {'keras': 'keras3',
      'dtensor': False,
      'exercises': {'q1': {'cell': 'ch1-q1',
                           'call': 'ex.q1.check(placements)',
-                          'solution': 'placements = {"b": 0, "c": 6, "d": 1, "e": 0, "f": "error"}\n'
+                          'solution': 'placements = {"b": 0, "c": 1, "d": 2, "e": 0, "f": 2}\n'
                                       '# b: no block is open, so the default device; a is copied there '
                                       "(input tensors don't choose).\n"
-                                      '# c: the innermost block wins.  d: the CPU:6 block has ended; the '
-                                      'CPU:1 block is still open.\n'
-                                      "# e: CPU:9 replaces CPU:4 and can't be met: soft placement takes "
-                                      "TensorFlow's first choice.\n"
-                                      '# f: the runtime started with 8 CPUs when a was created; a different '
-                                      'configuration raises RuntimeError.'},
+                                      '# c: the innermost block wins.  d: the CPU:1 block has ended; the '
+                                      'CPU:2 block is still open.\n'
+                                      "# e: CPU:6 replaces CPU:1, and the script's 4 CPUs have no CPU:6: "
+                                      "soft placement takes TensorFlow's first choice.\n"
+                                      '# f: the runtime runs with 4 CPUs; applying that same configuration '
+                                      'again is accepted, so the CPU:2 block decides.'},
                    'q2': {'cell': 'ch1-q2',
                           'call': 'ex.q2.check(predictions)',
                           'solution': '@tf.function\n'
-                                      'def f(x):\n'
-                                      '    return x + 1\n'
+                                      'def f(x, training):\n'
+                                      '    return x + 1 if training else x - 1\n'
                                       '\n'
-                                      'predictions = [True, False, True, True, True, False, False]\n'
-                                      '# Call 1 traces (the first call); call 2 reuses it (same dtype and '
-                                      "shape, values don't matter);\n"
-                                      '# call 3 traces (new dtype float32); f(3) traces (a Python value is '
-                                      'part of the signature);\n'
-                                      "# call 5 traces (new shape (2,)); f(3) again reuses call 4's trace; "
-                                      "call 7 reuses call 5's."},
+                                      'predictions = [True, True, False, True, True, True, False]\n'
+                                      '# Call 1 traces (the first call); call 2 traces (training=False is a '
+                                      'new Python value); call 3 reuses\n'
+                                      "# call 1's trace (same dtype, shape and training; values don't "
+                                      'matter); call 4 traces (new dtype int32);\n'
+                                      '# call 5 traces (new shape (3,)); call 6 traces: shape (3,) and '
+                                      'training=True were each seen, but never\n'
+                                      '# together, and a signature is made from all the arguments; call 7 '
+                                      "reuses call 4's trace."},
                    'q3': {'cell': 'ch1-q3',
                           'call': 'ex.q3.check(grad_w, grad_x)',
                           'solution': 'w = tf.Variable(2.0)\n'
@@ -186,31 +188,38 @@ CHAPTERS = {1: {'keras': 'keras3',
                           'solution': '# A collective is needed exactly when some device holds only part of '
                                       'the contracted axis k of what it multiplies.\n'
                                       'collectives = {\n'
-                                      '    "a": "none",\n'
-                                      '    "b": "none",\n'
-                                      '    "c": ("all-reduce", "model"),  # partial sums over k, added '
-                                      "across 'model'\n"
-                                      '    "d": ("all-reduce", "model"),  # DTensor slices x\'s columns '
+                                      '    "a": "none",                    # rows over \'model\', w whole: '
+                                      'each device finishes its own rows\n'
+                                      '    "b": "none",                    # rows over \'model\', columns '
+                                      "over 'batch': k is whole on every device\n"
+                                      '    "c": ("all-reduce", "batch"),   # both operands split k over '
+                                      "'batch': partial sums, added across 'batch'\n"
+                                      '    "d": ("all-reduce", "model"),   # DTensor slices x\'s columns '
                                       'locally (free), then adds the partial sums\n'
-                                      '    "e": ("all-gather", "model"),  # x\'s k blocks are gathered '
-                                      'whole, because w keeps k whole\n'
+                                      '    "e": ("all-gather", "batch"),   # \'batch\' splits x\'s examples '
+                                      "and w's k: no partial sums to add; w gathered whole\n"
                                       '}'},
                    'q5': {'cell': 'ch4-q5',
                           'call': 'ex.q5.check(costs)',
-                          'solution': 'w_bytes = 4096 * 4096 * 4                 # 64 MiB of float32\n'
-                                      "dx_block = 1024 // 4 * 4096 * 4           # one device's rows of dx: "
-                                      '4 MiB\n'
+                          'solution': "batch, model = 2, 4                       # this mesh's axis sizes\n"
+                                      'w_bytes = 4096 * 4096 * 4                 # 64 MiB of float32\n'
+                                      'ring = lambda n, block: 2 * (n - 1) / n * block   # bytes one device '
+                                      'sends in a ring all-reduce of `block` bytes\n'
+                                      'a_sent = ring(batch, w_bytes)             # (a): the whole dw '
+                                      "all-reduced over 'batch', whatever N is: 64 MiB\n"
+                                      "dw_term = ring(batch, w_bytes // model)   # (b): dw comes out in w's "
+                                      "layout, a quarter of w, over 'batch': 16 MiB\n"
+                                      "dx_per_example = ring(model, 4096 * 4 / batch)   # (b): dx's partial "
+                                      "sums over 'model', x's rows on one device\n"
                                       'costs = {\n'
                                       '    "a_held": w_bytes,                    # replicated: the whole w '
                                       'everywhere\n'
-                                      '    "a_sent": 2 * 3 / 4 * w_bytes,        # dw all-reduced over '
-                                      "'batch' (n = 4): 96 MiB\n"
-                                      '    "b_held": w_bytes // 2,               # columns split over '
-                                      "'model'\n"
-                                      '    "b_sent": 2 * 3 / 4 * w_bytes / 2     # dw\'s half all-reduced '
-                                      "over 'batch': 48 MiB\n"
-                                      "              + 2 * 1 / 2 * dx_block,     # + dx's partial sums "
-                                      "all-reduced over 'model' (n = 2): 4 MiB\n"
+                                      '    "b_held": w_bytes // model,           # columns split over '
+                                      "'model' (4 devices)\n"
+                                      '    "b_sent": dw_term + 1024 * dx_per_example,    # 16 MiB + 12 MiB; '
+                                      'the forward product sends nothing\n'
+                                      '    "even_at": (a_sent - dw_term) / dx_per_example,   # 4096: below '
+                                      'it (b) sends less, above it (a) does\n'
                                       '}'},
                    'q6': {'cell': 'ch4-q6',
                           'call': 'ex.q6.check(sharded_product)',
@@ -259,11 +268,13 @@ CHAPTERS = {1: {'keras': 'keras3',
                    'q3': {'cell': 'ch5-q3',
                           'call': 'ex.q3.check(layout_map)',
                           'solution': 'layout_map = tf.keras.dtensor.experimental.LayoutMap(mesh=mesh)\n'
-                                      'layout_map["hidden.kernel"] = dtensor.Layout([dtensor.UNSHARDED, '
-                                      '"model"], mesh)\n'
-                                      'layout_map["hidden.bias"] = dtensor.Layout(["model"], mesh)\n'
-                                      'layout_map["logits.kernel"] = dtensor.Layout(["model", '
-                                      'dtensor.UNSHARDED], mesh)'},
+                                      'layout_map[r"up_\\d+\\.kernel"] = dtensor.Layout([dtensor.UNSHARDED, '
+                                      '"model"], mesh)    # by columns, every block\n'
+                                      'layout_map[r"up_\\d+\\.bias"] = dtensor.Layout(["model"], '
+                                      'mesh)                          # the biases of its columns\n'
+                                      'layout_map[r"down_\\d+\\.kernel"] = dtensor.Layout(["model", '
+                                      'dtensor.UNSHARDED], mesh)   # by rows: its split inputs\n'
+                                      '# No key matches the down biases and logits: they are replicated.'},
                    'q4': {'cell': 'ch5-q4',
                           'call': 'ex.q4.check(pack_fn)',
                           'solution': 'def pack_fn(images, labels):\n'
@@ -408,31 +419,36 @@ CHAPTERS = {1: {'keras': 'keras3',
                    'q2': {'cell': 'ch6-q2',
                           'call': 'ex.q2.check(model)',
                           'solution': 'class MLP(tf.Module):\n'
+                                      '    """784 -> 300 -> 100 -> 10: column-parallel, then row-parallel, '
+                                      'then a replicated output layer."""\n'
+                                      '\n'
                                       '    def __init__(self, mesh):\n'
                                       '        super().__init__()\n'
                                       '        U = dtensor.UNSHARDED\n'
+                                      '        layouts = [dtensor.Layout([U, "model"], mesh), '
+                                      'dtensor.Layout(["model", U], mesh)]\n'
+                                      '        hidden_sizes = list(HIDDEN_SIZES)\n'
+                                      '        self.layers = []\n'
                                       '        input_size = 784\n'
-                                      '        hidden_layer_1_size = 700\n'
-                                      '        hidden_layer_2_size = 500  # the buggy line '
-                                      '`hidden_layer_2_size = 10` below it is gone\n'
-                                      '        num_classes = 10\n'
-                                      '        self.layer_1 = Dense(input_size, hidden_layer_1_size, [1, '
-                                      '1],\n'
-                                      '                             dtensor.Layout([U, "model"], mesh), '
-                                      'tf.nn.relu)\n'
-                                      '        self.layer_2 = Dense(hidden_layer_1_size, '
-                                      'hidden_layer_2_size, [1, 2],\n'
-                                      '                             dtensor.Layout(["model", U], mesh), '
-                                      'tf.nn.relu)\n'
-                                      '        self.layer_3 = Dense(hidden_layer_2_size, num_classes, [1, '
-                                      '3],\n'
-                                      '                             dtensor.Layout([U, U], mesh))\n'
+                                      '        while hidden_sizes:\n'
+                                      '            output_size = hidden_sizes.pop(0)  # the FIRST size left; '
+                                      'pop() took the last: 784 -> 100 -> 300 -> 10\n'
+                                      '            self.layers.append(Dense(input_size, output_size, [1, '
+                                      'len(self.layers) + 1],\n'
+                                      '                                     layouts[len(self.layers)], '
+                                      'tf.nn.relu))\n'
+                                      '            input_size = output_size\n'
+                                      '        self.layers.append(Dense(input_size, 10, [1, 3], '
+                                      'dtensor.Layout([U, U], mesh)))\n'
                                       '\n'
                                       '    def __call__(self, x):\n'
-                                      '        return self.layer_3(self.layer_2(self.layer_1(x)))\n'
+                                      '        for layer in self.layers:\n'
+                                      '            x = layer(x)\n'
+                                      '        return x\n'
                                       '\n'
                                       '\n'
-                                      'model = MLP(mesh)'},
+                                      'model = MLP(mesh)\n'
+                                      'print([tuple(v.shape) for v in model.trainable_variables])'},
                    'q3': {'cell': 'ch6-q3',
                           'call': 'ex.q3.check(make_slots)',
                           'solution': 'def make_slots(variable):\n'
@@ -533,12 +549,23 @@ CHAPTERS = {1: {'keras': 'keras3',
  7: {'keras': 'keras3',
      'dtensor': True,
      'exercises': {'q1': {'cell': 'ch7-q1',
-                          'call': 'ex.q1.check(restored)',
-                          'solution': 'mesh_rows = make_mesh([("rows", 8)])\n'
-                                      'restored = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, '
-                                      'dtensor.Layout(["rows", U], mesh_rows), shape=[16, 32]))\n'
+                          'call': 'ex.q1.check(restore_blocks)',
+                          'solution': 'def restore_blocks(checkpoint_path):\n'
+                                      '    mesh_xy = make_mesh([("x", 2), ("y", 4)])\n'
+                                      '    layout = dtensor.Layout(["y", "x"], mesh_xy)  # one entry per '
+                                      'TENSOR axis: rows over y, columns over x\n'
+                                      '    restored = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, '
+                                      'layout, shape=[16, 32]))\n'
+                                      '    '
                                       'tf.train.Checkpoint(w=restored).restore(checkpoint_path).assert_consumed()  '
-                                      '# the same name, w'},
+                                      '# the same name, w\n'
+                                      '    return restored\n'
+                                      '\n'
+                                      '\n'
+                                      'restored = restore_blocks(checkpoint_path)\n'
+                                      'print(dtensor.fetch_layout(restored).sharding_specs, "| block on each '
+                                      'device:",\n'
+                                      '      dtensor.unpack(restored.read_value())[0].shape)'},
                    'q2': {'cell': 'ch7-q2',
                           'call': 'ex.q2.check(found)',
                           'solution': 'found = {\n'
@@ -570,27 +597,31 @@ CHAPTERS = {1: {'keras': 'keras3',
                           'call': 'ex.q1.check(keras_axes, dtensor_specs, shard_shape, copies)',
                           'solution': 'print(mystery.sharding.spec, [shard.index for shard in '
                                       'mystery.addressable_shards[:2]])\n'
-                                      'keras_axes = ("batch", None)  # one entry per array axis; None: not '
+                                      'keras_axes = (None, "batch")  # one entry per array axis; None: not '
                                       'split along it\n'
-                                      'dtensor_specs = ["batch", "unsharded"]  # DTensor writes None as '
+                                      'dtensor_specs = ["unsharded", "batch"]  # DTensor writes None as '
                                       'dtensor.UNSHARDED\n'
-                                      'shard_shape = (2, 6)  # 8 rows over batch (4) -> 2 rows; the 6 '
-                                      'columns stay whole\n'
+                                      'shard_shape = (6, 3)  # the 6 rows stay whole; 12 columns over batch '
+                                      '(4) -> 3 columns\n'
                                       "copies = 2  # 'model' (size 2) is not named: each piece sits on a "
                                       'pair of devices'},
                    'q2': {'cell': 'ch8-q2',
                           'call': 'ex.q2.check(layout_map)',
-                          'solution': 'layout_map = kd.LayoutMap(device_mesh)\n'
-                                      'layout_map[".*/d1/kernel"] = (None, "model")  # a pattern for the '
-                                      'whole path: the same under all three rules\n'
-                                      'layout_map[".*/d1/bias"] = ("model",)\n'
+                          'solution': "# tf_keras takes the first key inserted that matches: 'd3.kernel' "
+                                      "keeps d3's kernel whole, 'd.*kernel' splits\n"
+                                      "# d1's and d2's kernels by rows; no key names a bias. Keras 3 raises "
+                                      'when several keys match one path, so no\n'
+                                      '# catch-all: one key per split weight, each a pattern for the whole '
+                                      'path (the same under all three rules).\n'
+                                      'layout_map = kd.LayoutMap(device_mesh)\n'
+                                      'layout_map[".*/d1/kernel"] = ("model", None)\n'
                                       'layout_map[".*/d2/kernel"] = ("model", None)'},
                    'q3': {'cell': 'ch8-q3',
                           'call': 'ex.q3.check(weight_bytes_per_device, weight_bytes_total)',
                           'solution': 'weight_bytes_total = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * '
                                       '10 + 10)\n'
-                                      'weight_bytes_per_device = 4 * (784 * 128 + 128 + 128 * 128 + 128 + '
-                                      "128 * 10 + 10)  # d1 and d2's kernel halved"},
+                                      'weight_bytes_per_device = 4 * (392 * 256 + 256 + 128 * 128 + 128 + '
+                                      "128 * 10 + 10)  # d1's and d2's rows halved"},
                    'q4': {'cell': 'ch8-q4',
                           'call': 'ex.q4.check(train_one_step)',
                           'solution': 'def train_one_step(make_model, device_mesh, budget_bytes, images, '

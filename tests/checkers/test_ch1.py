@@ -16,11 +16,6 @@ def solution_cells():
     return {cell.id: cell.source for cell in nb.cells}
 
 
-def code_lines(source):
-    """The non-empty lines of ``source`` without comments or indentation."""
-    return [line.split("#")[0].strip() for line in source.splitlines() if line.split("#")[0].strip()]
-
-
 # --- q1: predict where each operation runs -------------------------------------------------------
 
 RIGHT_PLACEMENTS = dict(ch1._reference_placements())
@@ -30,39 +25,64 @@ def placements(**changes):
     return {**RIGHT_PLACEMENTS, **changes}
 
 
-def test_ch1_q1_placements_are_what_tensorflow_does(cpus8, solution_cells):
-    """The notebook's watch cell runs the exercise's code; the checker's answers must be what it observes."""
+class _Shown:
+    """Stands for ``ex`` in a watch cell, with every answer already shown."""
+
+    def __getattr__(self, name):
+        return type("Exercise", (), {"answer_shown": staticmethod(lambda: True)})()
+
+
+def test_ch1_q1_placements_are_what_tensorflow_does(cpus8, solution_cells, capsys):
+    """The notebook's watch cell runs the exercise's script in a child process with 4 CPUs; the checker's answers
+    must be what it observes."""
+    snippet = re.search(r"```python\n(.*?)```", solution_cells["c02"], re.DOTALL)[1]
+    namespace = {"ex": _Shown(), "placements": RIGHT_PLACEMENTS}
+    exec(solution_cells["c04-watch"], namespace)
+    assert namespace["PLACEMENT_SCRIPT"].strip() == snippet.strip(), "the watch cell must run the script shown"
+    assert "set_logical_device_configuration(cpu, four_cpus)" in snippet and "* 4" in snippet
+    observed = {name: ch1._placement(where) for name, where in namespace["ran_on"].items()}
+    assert observed == ch1._reference_placements(), capsys.readouterr().out
+
+
+def test_ch1_q1_running_the_script_in_the_notebook_gives_other_answers(cpus8):
+    """The notebook's kernel has 8 CPUs: there CPU:6 exists and configuring 4 CPUs raises, so running the lines in
+    the notebook does not answer the exercise (and the checker says why)."""
     import tensorflow as tf
 
-    snippet = re.search(r"```python\n(.*?)```", solution_cells["c02"], re.DOTALL)[1]
-    watch = solution_cells["c04-watch"]
-    assert set(code_lines(snippet)) <= set(code_lines(watch)), "the watch cell must run the code the learner reads"
-    namespace = {"tf": tf, "placements": RIGHT_PLACEMENTS}
-    exec(watch, namespace)
-    observed = {name: ch1._placement(where) for name, where in namespace["ran_on"].items()}
-    assert observed == ch1._reference_placements()
-    assert "cannot be modified after being initialized" in namespace["ran_on"]["f"]
+    with tf.device("/CPU:1"):
+        with tf.device("/CPU:6"):
+            e = tf.matmul(tf.ones((2, 2)), tf.ones((2, 2)))
+    assert e.device.endswith("CPU:6")
+    with pytest.raises(RuntimeError):
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 4)
+    result = grade(1, "q1", placements(e=6, f="error"))
+    assert_hint(result, "e: you predicted 6", "no CPU:6, although this notebook's kernel does",
+                "f: you predicted 'error'", "what these lines would do in this notebook's kernel")
 
 
 def test_ch1_q1_right_answers_in_any_readable_form():
     assert_correct(grade(1, "q1", RIGHT_PLACEMENTS))
-    assert_correct(grade(1, "q1", placements(b="CPU:0", c="/device:CPU:6", d=np.int64(1), e="0", f="RuntimeError")))
-    assert_correct(grade(1, "q1", placements(c="/job:localhost/replica:0/task:0/device:CPU:6", f=RuntimeError)))
+    assert_correct(grade(1, "q1", placements(b="CPU:0", c="/device:CPU:1", d=np.int64(2), e="0", f=" cpu 2 ")))
+    assert_correct(grade(1, "q1", placements(c="/job:localhost/replica:0/task:0/device:CPU:1", e="CPU0",
+                                             f=np.int32(2))))
 
 
 @pytest.mark.parametrize("key, wrong, fragment", [
-    ("b", 2, "does not follow its input tensors"),     # the op follows its input
-    ("c", 1, "nested inside it overrides it"),         # the outer block wins
-    ("c", 2, "does not follow its input tensors"),
-    ("d", 6, "does not follow its input tensors"),     # d's input c lives on CPU:6
-    ("d", 0, "does not close the block around it"),    # leaving the inner block resets everything
-    ("e", 4, "does not fall back to the enclosing block"),
-    ("e", 9, "there is no CPU:9"),
-    ("e", "error", "none of the lines before it raises"),
-    ("b", 11, "there is no CPU:11"),
-    ("f", 3, "different device configuration"),        # reconfiguring after the runtime started
-    ("f", 0, "different device configuration"),
-    ("c", 5, "which tf.device block is in force"),
+    ("b", 3, "does not follow its input tensors"),     # the op follows its input
+    ("c", 2, "another block is open inside it"),       # the outer block wins
+    ("c", 3, "does not follow its input tensors"),
+    ("d", 1, "does not follow its input tensors"),     # d's input c lives on CPU:1
+    ("d", 0, "which tf.device blocks are still open"),  # leaving the inner block resets everything
+    ("e", 1, "does not fall back to the enclosing block"),
+    ("e", 6, "no CPU:6, although this notebook's kernel does"),  # what the notebook's 8-CPU kernel would do
+    ("e", "error", "nothing on the lines up to it raises"),
+    ("b", 5, "no CPU:5: its CPUs are CPU:0 to CPU:3, although this notebook's kernel has one"),
+    ("b", 11, "no CPU:11: its CPUs are CPU:0 to CPU:3."),
+    ("f", "error", "compare what this line asks for with the configuration the runtime started with"),
+    ("f", RuntimeError, "compare what this line asks for"),
+    ("f", 3, "does not follow its input tensors"),
+    ("f", 0, "which tf.device block is in force"),
     ("c", "GPU:0", "give the index of a CPU"),
     ("c", True, "give the index of a CPU"),
 ])
@@ -71,13 +91,63 @@ def test_ch1_q1_typical_mistakes_get_a_hint(key, wrong, fragment):
     assert_hint(result, f"{key}: ", fragment, points=1)  # one item wrong out of five: 1 point of 2
 
 
+def test_ch1_q1_first_try_says_what_is_wrong_not_where_it_runs():
+    wrong = {"b": 3, "c": 2, "d": 1, "e": 6, "f": "error"}
+    first = exercises(1).q1._evaluate((wrong,), {}, first_try=True).message
+    for reason in ch1._reference_placement_reasons().values():
+        assert reason not in first
+    for key, right in ch1._reference_placements().items():
+        line = next(line for line in first.splitlines() if line.strip().startswith(f"✗ {key}:"))
+        assert f"CPU:{right}" not in line.replace("CPU:0 to CPU:3", "") and "accepted" not in line, line
+    assert "It runs on CPU:2" in exercises(1).q1.evaluate(wrong).message  # the second wrong check shows it
+
+
 def test_ch1_q1_guessing_and_malformed_answers():
-    assert_hint(grade(1, "q1", placements(b=2, c=1)), "does not follow", "overrides")  # two wrong: 0 points
+    assert_hint(grade(1, "q1", placements(b=3, c=2)), "does not follow", "another block is open inside it")
     assert_hint(grade(1, "q1", dict.fromkeys("bcdef", 0)), "the same answer for every line")
     assert_hint(grade(1, "q1", dict.fromkeys("bcdef", "error")), "the same answer for every line")
-    assert_hint(grade(1, "q1", [0, 6, 1, 0, "error"]), "Give a dict with the keys ['b', 'c', 'd', 'e', 'f']")
-    assert_hint(grade(1, "q1", {"b": 0, "c": 6, "d": 1, "e": 0}), "Missing key(s) ['f']", points=1)
+    assert_hint(grade(1, "q1", [0, 1, 2, 0, 2]), "Give a dict with the keys ['b', 'c', 'd', 'e', 'f']")
+    assert_hint(grade(1, "q1", {"b": 0, "c": 1, "d": 2, "e": 0}), "Missing key(s) ['f']", points=1)
     assert_hint(grade(1, "q1", placements(f=None)), "f: not answered yet", points=1)
+
+
+def test_ch1_solution_cells_are_right(solution_cells):
+    for cell, name, answer in (("ch1-q1", "q1", "placements"), ("ch1-q2", "q2", "predictions")):
+        source = solution_cells[cell]
+        block = source[source.index("# BEGIN SOLUTION"):source.index("# END SOLUTION")]
+        namespace = {}
+        exec(block, namespace)
+        assert_correct(grade(1, name, namespace[answer]))
+
+
+# --- the watch cells run only once the checker has shown the answer ---------------------------------
+
+def test_ch1_answer_shown_follows_what_the_checks_printed():
+    wrong = placements(b=3)
+    ex = ch1.CHAPTER.bind()  # fresh, unlike exercises(1), which is the same object all along
+    assert not ex.q1.answer_shown()
+    ex.q1.check(wrong)  # first wrong check: the answer is held back
+    assert not ex.q1.answer_shown()
+    ex.q1.check(wrong)  # second: the answer is shown
+    assert ex.q1.answer_shown()
+    graded = ch1.CHAPTER.bind("graded")
+    graded.q1.check(wrong), graded.q1.check(wrong), graded.q1.check(wrong)
+    assert not graded.q1.answer_shown()  # a graded hand-out never shows the answer
+    graded.q1.check(RIGHT_PLACEMENTS)
+    assert graded.q1.answer_shown()
+    fresh = ch1.CHAPTER.bind()
+    fresh.q2.check(ch1._reference_traces())
+    assert fresh.q2.answer_shown() and not fresh.q1.answer_shown()
+
+
+def test_ch1_watch_cells_print_nothing_before_the_answer_is_shown(cpus8, solution_cells, capsys):
+    import tensorflow as tf
+
+    for cell, unseen in (("c04-watch", "ran_on"), ("c09", "observed")):
+        namespace = {"tf": tf, "ex": ch1.CHAPTER.bind(), "placements": {}, "predictions": []}
+        exec(solution_cells[cell], namespace)
+        assert unseen not in namespace and "Not yet: this cell" in capsys.readouterr().out, cell
+        assert "answer_shown()" in solution_cells[cell]
 
 
 # --- q2: predict which calls trace --------------------------------------------------------------
@@ -86,32 +156,56 @@ def test_ch1_q2_tracing_claim_is_what_tensorflow_does(cpus8, solution_cells):
     """The notebook's watch cell calls a tf.function as in the table; the checker's answers must match it."""
     import tensorflow as tf
 
-    watch = solution_cells["c09"]
-    arguments = ", ".join(call[len("f("):-1] for call in ch1.CALLS)
-    assert f"[{arguments}]" in watch, "the watch cell must make the calls of the exercise, in order"
     for call in ch1.CALLS:
         assert f"`{call}`" in solution_cells["c05"]
-    namespace = {"tf": tf, "predictions": ch1._reference_traces()}
-    exec(watch, namespace)
+    assert "def f(x, training):" in solution_cells["ch1-q2"]
+    namespace = {"tf": tf, "ex": _Shown(), "predictions": ch1._reference_traces()}
+    exec(solution_cells["c09"], namespace)
+    called = [eval(call, {"tf": tf, "f": lambda x, training: (x, training)}) for call in ch1.CALLS]
+    made = namespace["CALL_ARGUMENTS"]
+    assert len(made) == len(called)
+    for (x, training), (y, flag) in zip(made, called):  # the watch cell makes the calls of the table, in order
+        assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y) and training is flag
     assert namespace["observed"] == ch1._reference_traces()
+
+
+def test_ch1_q2_right_answers_in_any_readable_form():
+    right = list(ch1._reference_traces())
+    assert_correct(grade(1, "q2", right))
+    assert_correct(grade(1, "q2", np.array(right)))
+    assert_correct(grade(1, "q2", tuple(int(v) for v in right)))
+    assert_correct(grade(1, "q2", [" True" if v else "false" for v in right]))  # words, any case
 
 
 def test_ch1_q2_tracing_hints():
     right = list(ch1._reference_traces())
-    assert_correct(grade(1, "q2", right))
-    assert_correct(grade(1, "q2", np.array(right)))
-    assert_hint(grade(1, "q2", [True, False] * 3 + [True]), "call 4, f(3)", "call 7")  # guessing a pattern
+    assert_hint(grade(1, "q2", [True, False] * 3 + [True]), "5 of the 7 predictions are wrong")  # a guessed pattern
     assert_hint(grade(1, "q2", [True] * 7), "Not every call traces", "not on their values")
     assert_hint(grade(1, "q2", [False] * 7), "Some calls must trace", "there is no concrete function yet")
     assert_hint(grade(1, "q2", [True] + [False] * 6), "not only once")
-    values_matter = right[:1] + [True] + right[2:]
-    assert_hint(grade(1, "q2", values_matter), "call 2, f(tf.constant(2)): compare it with call 1",
-                "not on their values", points=1)
-    python_like_tensor = right[:3] + [False] + right[4:]
-    assert_hint(grade(1, "q2", python_like_tensor), "call 4, f(3)", "by its *value*", points=1)
+    values_matter = right[:2] + [True] + right[3:]
+    assert_hint(grade(1, "q2", values_matter), "1 of the 7 predictions is wrong", "its values, its dtype, its shape",
+                "call 3, f(tf.constant([5.0, 6.0]), training=True)", "not on their values", points=1)
+    python_ignored = right[:1] + [False] + right[2:]
+    assert_hint(grade(1, "q2", python_ignored), "How does a plain Python argument", "call 2", "by its value",
+                points=1)
+    per_argument = right[:5] + [False] + right[6:]  # shape (3,) and training=True were seen, in different calls
+    assert_hint(grade(1, "q2", per_argument), "from ALL the arguments of one call together", "call 6",
+                "never together", points=1)
     assert_hint(grade(1, "q2", right[:6]), "7 values, not 6")
     assert_hint(grade(1, "q2", right[:6] + [None]), "True or False for every call")
-    assert_hint(grade(1, "q2", "TFTTTFF"), "Give a list of 7 booleans")
+    assert_hint(grade(1, "q2", right[:6] + ["maybe"]), "True or False for every call")
+    assert_hint(grade(1, "q2", "TTFTTTF"), "Give a list of 7 booleans")
+
+
+def test_ch1_q2_first_try_names_ideas_not_calls():
+    """Naming a wrong True/False would name its right value: a first wrong check names the ideas to revisit."""
+    right = list(ch1._reference_traces())
+    for wrong in ([not v for v in right], right[:5] + [False] + right[6:], [True] * 7):
+        first = exercises(1).q2._evaluate((wrong,), {}, first_try=True).message
+        assert "Revisit:" in first and not re.search(r"call \d", first), first
+        for why in ch1._reference_why_traces():
+            assert why not in first
 
 
 # --- q3: gradients with GradientTape -------------------------------------------------------------
@@ -162,11 +256,11 @@ def test_ch1_graded_feedback_never_gives_the_answer(tape_results):
 
     (grad_w, grad_x), unwatched, _, _ = tape_results
     graded = exercises(1, mode="graded")
-    wrong_placements = {"b": 2, "c": 1, "d": 6, "e": 4, "f": 3}
+    wrong_placements = {"b": 3, "c": 2, "d": 1, "e": 1, "f": "error"}
     cases = [
         (graded.q1, (wrong_placements,),
-         list(ch1._reference_placement_reasons().values()) + ["It runs on", "It is 'error'"]),
-        (graded.q2, ([not t for t in ch1._reference_traces()],), ch1._reference_why_traces()),
+         list(ch1._reference_placement_reasons().values()) + ["It runs on"]),
+        (graded.q2, ([not t for t in ch1._reference_traces()],), ch1._reference_why_traces() + ["call 1"]),
         (graded.q3, unwatched, ["tape.watch(x) inside"]),
         (graded.q3, (grad_x, grad_w), ["dy/dw first"]),
         (graded.q3, (grad_w, tf.constant(6.0)), ["dy/dx is 2*w*x"]),
@@ -195,11 +289,13 @@ def test_ch1_every_exercise_has_a_hint_ladder():
 def test_ch1_the_sandbox_copy_states_no_answer():
     module, undefined = sandbox_copy("ch1")
     assert not undefined
-    for gone in ("PLACEMENTS", "INPUT_DEVICE", "PLACEMENT_REASONS", "TRACES", "WHY", "_reference_placements",
-                 "_reference_input_devices", "_reference_placement_reasons", "_reference_traces",
-                 "_reference_why_traces", "_judge_placement_mistake", "_judge_explain_placement"):
+    for gone in ("PLACEMENTS", "INPUT_DEVICE", "PLACEMENT_REASONS", "TRACES", "WHY", "CALL_IDEAS",
+                 "_reference_placements", "_reference_input_devices", "_reference_placement_reasons",
+                 "_reference_traces", "_reference_why_traces", "_reference_call_ideas", "_judge_placement_mistake",
+                 "_judge_explain_placement"):
         assert not hasattr(module, gone), gone
-    for answer in (ch1._reference_placements(), ch1._reference_traces(), ch1._reference_input_devices()):
+    for answer in (ch1._reference_placements(), ch1._reference_traces(), ch1._reference_input_devices(),
+                   ch1._reference_call_ideas()):
         assert not holding(module, answer), answer
     assert [cls.__name__ for cls in module.CHAPTER.exercises] == [cls.__name__ for cls in ch1.CHAPTER.exercises]
     for cls in module.CHAPTER.exercises:

@@ -3,11 +3,12 @@ import json
 
 import pytest
 
-from course_utils.checkers import ch2, ch2_build
+from course_utils.checkers import ch2, ch2_build, exercises
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
 def test_ch2_q1_batch_and_learning_rate(cpus8):
+    import numpy as np
     import tensorflow as tf
 
     strategy = tf.distribute.MirroredStrategy(cpus8)
@@ -19,6 +20,12 @@ def test_ch2_q1_batch_and_learning_rate(cpus8):
     assert_hint(grade(2, "q1", tf.distribute.MirroredStrategy(cpus8[:2]), 512, 0.08), "2 replica(s)", points=2)
     assert_hint(grade(2, "q1", tf.distribute.OneDeviceStrategy(cpus8[0]), 512, 0.08), "OneDeviceStrategy", points=2)
     assert_hint(grade(2, "q1", strategy, 512.0, 0.08), "an int", points=2)
+    assert_hint(grade(2, "q1", strategy, 512, 0.01 * 8 ** 0.5), "square root", points=2)
+    first = exercises(2).q1._evaluate((strategy, 512, 0.00125), {}, first_try=True).message
+    assert "you divided by the number of replicas" in first and "multipl" not in first, first
+    assert "multiplies" in grade(2, "q1", strategy, 512, 0.00125).message
+    assert_correct(grade(2, "q1", strategy, np.int32(512), np.float32(0.08)))
+    assert_correct(grade(2, "q1", strategy, 512, tf.constant(0.08)))
 
 
 def _loss_fns():
@@ -55,9 +62,50 @@ def test_ch2_q2_loss_scaling_inside_strategy_run(cpus8):
     assert_hint(grade(2, "q2", f["auto_reduction"], SUM), "reduction=NONE", points=1)
     assert_hint(grade(2, "q2", f["probabilities"], SUM), "from_logits=True", points=1)
     assert_hint(grade(2, "q2", f["vector"], SUM), "one scalar per replica", points=1)
-    assert_hint(grade(2, "q2", f["right"], MEAN), "MEAN would divide", points=2)
+    assert_hint(grade(2, "q2", f["right"], MEAN), "MEAN divides by the number of replicas a second time", points=2)
     assert_hint(grade(2, "q2", f["right"], None), "reduce_op: not answered yet", points=2)
     assert_hint(grade(2, "q2", lambda y, z: 1 / 0, SUM), "ZeroDivisionError", points=1)
+
+
+def test_ch2_q2_reduce_op_in_any_readable_form(cpus8):
+    import numpy as np
+
+    right = _loss_fns()["right"]
+    for op in ("SUM ", " sum", "ReduceOp.SUM", "tf.distribute.ReduceOp.SUM", np.str_("SUM"), "'SUM'"):
+        assert_correct(grade(2, "q2", right, op))
+
+
+def test_ch2_q2_first_try_does_not_name_the_other_reduce_op(cpus8):
+    """reduce_op is a choice of two: a first wrong check says what MEAN does wrong, not that SUM is right."""
+    import tensorflow as tf
+
+    f = _loss_fns()
+    ex = exercises(2).q2
+    for loss in (f["right"], f["per_replica_mean"]):
+        first = ex._evaluate((loss, tf.distribute.ReduceOp.MEAN), {}, first_try=True).message
+        line = next(line for line in first.splitlines() if "✗ reduce_op" in line)
+        assert "SUM" not in line.replace("SUMS", ""), line
+        assert "ReduceOp.SUM" in ex.evaluate(loss, tf.distribute.ReduceOp.MEAN).message  # the second shows it
+    assert_hint(grade(2, "q2", f["per_replica_mean"], "MEAN"), "MEAN of losses averaged over each replica's own batch",
+                "8x too large", points=0)
+    assert_hint(grade(2, "q2", f["right"], "MEAN"), "reports 1/8 of the mean loss", points=2)
+    summed = ex._evaluate((f["sum"], tf.distribute.ReduceOp.SUM), {}, first_try=True).message
+    assert "returns the sum of the per-example losses, 64x the mean" in summed and "divide it by" not in summed
+
+
+def test_ch2_q2_loss_scaled_twice(cpus8):
+    """Divided by the global batch AND by the number of replicas: its own hint, the fix held back at first."""
+    import tensorflow as tf
+
+    right = _loss_fns()["right"]
+
+    def twice(labels, logits):
+        return right(labels, logits) / tf.distribute.get_strategy().num_replicas_in_sync
+
+    result = grade(2, "q2", twice, tf.distribute.ReduceOp.SUM)
+    assert_hint(result, "8x too small", "scaled twice", "drop the division by num_replicas_in_sync", points=1)
+    first = exercises(2).q2._evaluate((twice, "SUM"), {}, first_try=True).message
+    assert "scaled twice" in first and "num_replicas_in_sync" not in first and "compute_average_loss" not in first
 
 
 def test_ch2_q3_strategy_choice():
@@ -80,6 +128,22 @@ def test_ch2_q3_strategy_choice():
     assert_hint(grade(2, "q3", dict(right, d=None)), "d: not answered yet", points=5)
     assert_hint(grade(2, "q3", {"a": "MirroredStrategy"}), "Missing key(s)", points=1)
     assert_hint(grade(2, "q3", ["MirroredStrategy"]), "Give a dict")
+
+
+def test_ch2_q3_readable_forms_and_first_try():
+    from tensorflow.experimental import dtensor
+
+    right = ch2._reference_scenario_strategies()
+    spelled = {"a": "Mirrored", "b": "multi-worker mirrored strategy", "c": " parameter_server ",
+               "d": "tf.distribute.OneDeviceStrategy('/cpu:0')", "e": "CentralStorage", "f": dtensor}
+    assert_correct(grade(2, "q3", spelled))
+    assert_correct(grade(2, "q3", dict(right, b="MWMS", f="DTensor API")))
+    ex = exercises(2).q3
+    first = ex._evaluate((dict(right, a="MultiDeviceStrategy", d="MirroredStrategy"),), {}, first_try=True).message
+    for line in first.splitlines():
+        if "✗" in line:
+            assert "It is" not in line and "MirroredStrategy." not in line and "OneDevice" not in line, line
+    assert "has no MultiDeviceStrategy" in first and "built for exactly this case" in first
 
 
 def test_ch2_scenarios_are_in_the_notebook():
@@ -264,6 +328,35 @@ def test_ch2_q4_loss_scaling_mistakes(cpus8):
                 "copies of a mirrored variable differ", "skip_gradients_aggregation", points=0)
     assert_hint(grade(2, "q4", _step_maker(from_logits=False)), "every variable changed otherwise than in one SGD",
                 "outputs logits", points=0)
+
+
+def test_ch2_q4_loss_scaled_twice(cpus8):
+    """The loss divided by the examples of the whole step AND by the number of replicas (then summed): the step and
+    the returned loss are both 1/4; the hint says the loss was scaled twice, not that ReduceOp.MEAN was used."""
+    import tensorflow as tf
+
+    def divided_by_replicas(strategy, model, optimizer):
+        import tf_keras
+
+        loss_object = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                     reduction=tf_keras.losses.Reduction.NONE)
+
+        def replica_step(features, labels):
+            examples = tf.distribute.get_replica_context().all_reduce("SUM", tf.shape(labels)[0])
+            with tf.GradientTape() as tape:
+                per_example = loss_object(labels, model(features, training=True))
+                loss = tf.nn.compute_average_loss(per_example, global_batch_size=examples)
+                loss = loss / strategy.num_replicas_in_sync
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+        return tf.function(lambda f, y: strategy.reduce("SUM", strategy.run(replica_step, args=(f, y)), axis=None))
+
+    result = grade(2, "q4", divided_by_replicas)
+    assert_hint(result, "changed 1/4 as much", "scaled twice", "the same double scaling", "drop the division by "
+                "num_replicas_in_sync", points=0)
+    assert "ReduceOp.MEAN divides" not in result.message
+    first = exercises(2).q4._evaluate((divided_by_replicas,), {}, first_try=True).message
+    assert "scaled twice" in first and "drop the division" not in first and "compute_average_loss(" not in first
 
 
 def test_ch2_q4_returned_loss_and_errors(cpus8):

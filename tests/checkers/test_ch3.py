@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from course_utils.checkers import ch3
+from course_utils.checkers import ch3, exercises
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 MWMS, PS = ch3._reference_worker_config(), ch3._reference_ps_config()  # the right TF_CONFIGs, as dicts
@@ -26,7 +26,10 @@ def test_ch3_q1_tf_config_worker_and_tensorflow_agrees(monkeypatch, cpus8):
 
     assert_hint(grade(3, "q1", MWMS), "must be a STRING", points=1)
     assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": 3})), "count from 0", points=1)
-    assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": "2"})), "not the string", points=1)
+    as_text = grade(3, "q1", variant(task={"type": "worker", "index": "2"}))  # TensorFlow reads int(task["index"])
+    assert_correct(as_text)
+    assert "TensorFlow reads it with int()" in as_text.message
+    assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": "two"})), "must be a whole number", points=1)
     assert_hint(grade(3, "q1", variant(task={"type": "chief", "index": 2})), "'chief' is not the role of the third worker", points=1)
     shuffled = {"worker": list(reversed(MWMS["cluster"]["worker"]))}
     assert_hint(grade(3, "q1", variant(cluster=shuffled)), "identically ordered", points=1)
@@ -69,10 +72,40 @@ def test_ch3_q2_tf_config_parameter_server(monkeypatch, cpus8):
                 "count from 0", points=1)
 
 
+def test_ch3_q2_readable_forms_and_typical_mistakes(monkeypatch, cpus8):
+    import tensorflow as tf
+
+    string_index = json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": "0"}})
+    monkeypatch.setenv("TF_CONFIG", string_index)
+    assert tf.distribute.cluster_resolver.TFConfigClusterResolver().task_id == 0  # TensorFlow reads it with int()
+    result = grade(3, "q2", string_index)
+    assert_correct(result)
+    assert "TensorFlow reads it with int()" in result.message
+    loopback = {role: [a.replace("localhost", "127.0.0.1") for a in addresses] for role, addresses in PS["cluster"].items()}
+    result = grade(3, "q2", json.dumps({"cluster": loopback, "task": PS["task"]}))
+    assert_correct(result)
+    assert "127.0.0.1 is localhost" in result.message
+    flat = grade(3, "q2", json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 3}}))
+    assert_hint(flat, "counts within the 'ps' list only", points=1)  # 20003 is the 4th address of the cluster
+    upper = {role.upper(): addresses for role, addresses in PS["cluster"].items()}
+    assert_hint(grade(3, "q2", json.dumps({"cluster": upper, "task": {"type": "PS", "index": 0}})),
+                "role names are lower case", "'CHIEF', 'WORKER', 'PS' are not roles", "not 'PS'")
+    assert "'chief' is missing" not in grade(3, "q2", json.dumps({"cluster": upper, "task": PS["task"]})).message
+    first = exercises(3).q2._evaluate((json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 3}}),),
+                                      {}, first_try=True).message
+    assert "It is" not in first and "'index': 0" not in first
+
+
 def test_ch3_q3_faults():
     assert_correct(grade(3, "q3", dict(FAULTS)))
     assert_correct(grade(3, "q3", {"stop_signal": signal.SIGKILL, "restores": "b", "peer_killed": " B) "}))
     assert_correct(grade(3, "q3", {"stop_signal": 9, "restores": "B", "peer_killed": "B"}))
+    for letter in ("(B)", "B.", "Option B", "b: the weights", "B. The weights, the optimizer's state"):
+        for signal_name in ("signal.SIGKILL", "kill", "SIGKILL (9)", "kill -9", " sigkill "):
+            assert_correct(grade(3, "q3", {"stop_signal": signal_name, "restores": letter, "peer_killed": letter}))
+    assert_hint(grade(3, "q3", dict(FAULTS, stop_signal="Ctrl-C")), "can be caught and handled", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, stop_signal="SIGSTOP")), "'SIGINT', 'SIGTERM', 'SIGKILL'", points=2)
+    assert_hint(grade(3, "q3", dict(FAULTS, restores="(E)")), "one of the letters", points=2)
     assert_hint(grade(3, "q3", dict(FAULTS, stop_signal="SIGTERM")), "preemption notifier", points=2)
     assert_hint(grade(3, "q3", dict(FAULTS, stop_signal=signal.SIGTERM)), "preemption notifier", points=2)
     assert_hint(grade(3, "q3", dict(FAULTS, restores="A")), "optimizer's state", points=2)
@@ -86,15 +119,42 @@ def test_ch3_q3_faults():
 
 def test_ch3_q4_statements():
     right = [truth for truth, _ in ch3._reference_statements()]
-    assert len(right) == len(ch3.STATEMENTS)
+    assert len(right) == len(ch3.STATEMENTS) == len(ch3.STATEMENT_IDEAS)
     assert right == [False, True, True, False, True, False]
     assert_correct(grade(3, "q4", right))
     flipped = [not right[0]] + right[1:]
-    assert_hint(grade(3, "q4", flipped), "statement 1: think again.", "It is False: It is data parallelism", points=5)
-    assert_hint(grade(3, "q4", right[:3] + [True] + right[4:]), "TF_CONFIG", points=5)
-    assert_hint(grade(3, "q4", right[:5] + [True]), "identically ordered", points=5)
-    assert_hint(grade(3, "q4", right[:5] + [None]), "statement 6: not answered yet", points=5)
+    assert_hint(grade(3, "q4", flipped), "1 statement is judged wrong", "the whole model, or a part of it",
+                "Statement 1 is False: It is data parallelism", points=5)
+    assert_hint(grade(3, "q4", right[:3] + [True] + right[4:]), "to find its peers", "TF_CONFIG", points=5)
+    assert_hint(grade(3, "q4", right[:5] + [True]), "what a task index points into", "identically ordered", points=5)
+    assert_hint(grade(3, "q4", right[:2] + [False] + right[3:]), "when a process of a ParameterServerStrategy job was "
+                "killed", "reschedules", points=5)
+    assert_hint(grade(3, "q4", right[:5] + [None]), "statement(s) [6]: not answered yet", points=5)
     assert_hint(grade(3, "q4", right[:5]), "6 values, not 5")
+
+
+def test_ch3_q4_true_and_false_as_words():
+    right = [truth for truth, _ in ch3._reference_statements()]
+    assert_correct(grade(3, "q4", [str(truth) for truth in right]))  # "False", "True", ...
+    assert_correct(grade(3, "q4", [f" {str(truth).lower()} " for truth in right]))
+    assert_correct(grade(3, "q4", tuple(int(truth) for truth in right)))
+    assert_hint(grade(3, "q4", [str(not right[0])] + right[1:]), "1 statement is judged wrong", points=5)
+    assert_hint(grade(3, "q4", ["maybe"] + right[1:]), "statement(s) [1]: not answered yet", "the words 'True'",
+                points=5)
+
+
+def test_ch3_q4_first_try_names_ideas_not_statements():
+    """Naming a wrong True/False names its right value: a first wrong check counts them and names the ideas."""
+    right = [truth for truth, _ in ch3._reference_statements()]
+    wrong = [not truth for truth in right]
+    first = exercises(3).q4._evaluate((wrong,), {}, first_try=True).message
+    assert "6 statements are judged wrong" in first and "Revisit:" in first
+    assert "statement 1" not in first.lower() and "It is" not in first
+    for _, why in ch3._reference_statements():
+        assert why not in first
+    assert "Statement 6 is False" in exercises(3).q4.evaluate(wrong).message
+    graded = exercises(3, mode="graded").q4.evaluate(wrong).message
+    assert "Statement" not in graded and "Revisit:" in graded
 
 
 def test_ch3_q5_every_worker_saves():

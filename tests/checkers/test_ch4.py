@@ -9,12 +9,19 @@ from course_utils.checkers.answers import global_numpy
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
+def first_try(name, *args):
+    """A first wrong check's result in self-study mode: what is wrong, without the parts that give the answer."""
+    return getattr(exercises(4), name)._evaluate(args, {}, first_try=True)
+
+
 def test_ch4_q1_mesh_and_layout(mesh42, cpus8):
     from tensorflow.experimental import dtensor
 
     U = dtensor.UNSHARDED
     assert_correct(grade(4, "q1", mesh42, dtensor.Layout([U, "model"], mesh42)))
-    assert_hint(grade(4, "q1", mesh42, dtensor.Layout(["model", U], mesh42)), "splits the ROWS", points=1)
+    assert_hint(grade(4, "q1", mesh42, dtensor.Layout(["model", U], mesh42)), "splits the ROWS", "axis 1", points=1)
+    rows = first_try("q1", mesh42, dtensor.Layout(["model", U], mesh42))
+    assert "splits the ROWS" in rows.message and "axis 1" not in rows.message, rows.message
     assert_hint(grade(4, "q1", mesh42, dtensor.Layout([U, U], mesh42)), "fully replicated", points=1)
     assert_hint(grade(4, "q1", mesh42, dtensor.Layout([U, "batch"], mesh42)), "splits the DATA", points=1)
     assert_hint(grade(4, "q1", mesh42, dtensor.Layout(["model"], mesh42)), "a matrix has 2 axes", points=1)
@@ -23,6 +30,8 @@ def test_ch4_q1_mesh_and_layout(mesh42, cpus8):
     flat = dtensor.create_mesh([("batch", 8)], devices=cpus8)
     assert_hint(grade(4, "q1", flat, dtensor.Layout([U, "model"], mesh42)), "1-D", points=1)
     assert_hint(grade(4, "q1", mesh42, "['unsharded', 'model']"), "should be a dtensor.Layout", points=1)
+    assert_hint(grade(4, "q1", mesh42, (None, "model")), "Keras 3's keras.distribution form", "dtensor.UNSHARDED",
+                points=1)
 
 
 def test_ch4_q2_pack_by_hand(mesh42):
@@ -37,7 +46,13 @@ def test_ch4_q2_pack_by_hand(mesh42):
     from course_utils import pack_batch
 
     assert_correct(grade(4, "q2", pack_batch(x, layout)))
-    assert_hint(grade(4, "q2", dtensor.pack(pieces + pieces, layout)), "row-major", points=1)
+    assert_hint(grade(4, "q2", dtensor.pack(pieces + pieces, layout)), "row-major", "twice IN A ROW", points=1)
+    assert "IN A ROW" not in first_try("q2", dtensor.pack(pieces + pieces, layout)).message
+    # Eight pieces of one row, one per device: the layout makes 4 different pieces, each on 2 devices.
+    eight = dtensor.pack(tf.split(x, 8), layout)
+    assert_hint(grade(4, "q2", eight), "you cut x into 8 pieces", "[p0, p0, p1, p1", points=1)
+    shown = first_try("q2", eight).message
+    assert "you cut x into 8 pieces" in shown and "tf.split(x, 4)" not in shown and "p0, p0" not in shown, shown
     assert_hint(grade(4, "q2", pack_batch(x, dtensor.Layout(["model", U], mesh42))), "splits the batch over 'model'")
     assert_hint(grade(4, "q2", pack_batch(x, dtensor.Layout([U, U], mesh42))), "replicated")
     assert_hint(grade(4, "q2", x), "ordinary tensor")
@@ -63,17 +78,31 @@ def test_ch4_q3_shard_shapes_and_copies(mesh42):
     assert_correct(grade(4, "q3", {k: list(v) for k, v in shapes.items()}, {k: np.int64(v) for k, v in copies.items()}))
     assert_hint(grade(4, "q3", dict(shapes, a=(8, 12)), copies), "that is the global shape", points=3)
     assert_hint(grade(4, "q3", dict(shapes, c=(2, 6)), copies), "wrong mesh axis", points=3)
-    assert_hint(grade(4, "q3", shapes, dict(copies, b=2)), "8 devices / the number of distinct shards", points=3)
+    assert_hint(grade(4, "q3", shapes, dict(copies, b=3)), "8 devices / the number of distinct shards", points=3)
+    assert_hint(grade(4, "q3", shapes, dict(copies, b=2)), "number of DIFFERENT pieces", points=3)
     assert_hint(grade(4, "q3", dict(shapes, d=None), dict(copies, d=None)), "d: not answered yet", points=3)
-    assert_hint(grade(4, "q3", dict(shapes, a="2x12"), copies), "tuple of ints", points=3)
+    assert_hint(grade(4, "q3", dict(shapes, a="two by twelve"), copies), "tuple of ints", points=3)
     assert_hint(grade(4, "q3", shapes, [2, 4, 1, 8]), "copies: give a dict")
 
 
-Q4_LAYOUTS = {"a": (["batch", "unsharded"], ["unsharded", "unsharded"]),
-              "b": (["batch", "unsharded"], ["unsharded", "model"]),
-              "c": (["batch", "model"], ["model", "unsharded"]),
+def test_ch4_q3_readable_forms():
+    shapes = {k: shape for k, (shape, _) in ch4._reference_shards().items()}
+    copies = {k: n for k, (_, n) in ch4._reference_shards().items()}
+    assert_correct(grade(4, "q3", dict(shapes, a="2x12", b="(8, 6)", c="4 × 3", d=" 8, 12 "), copies))
+    assert_correct(grade(4, "q3", {k.upper(): v for k, v in shapes.items()}, {f"({k})": v for k, v in copies.items()}))
+    assert_correct(grade(4, "q3", shapes, {k: float(v) for k, v in copies.items()}))
+    assert_correct(grade(4, "q3", shapes, {k: f" {v}" for k, v in copies.items()}))
+    # The number of different pieces for the number of copies of each.
+    assert_hint(grade(4, "q3", shapes, dict(copies, a=4)), "number of DIFFERENT pieces", points=3)
+
+
+Q4_LAYOUTS = {"a": (["model", "unsharded"], ["unsharded", "unsharded"]),
+              "b": (["model", "unsharded"], ["unsharded", "batch"]),
+              "c": (["unsharded", "batch"], ["batch", "unsharded"]),
               "d": (["batch", "unsharded"], ["model", "unsharded"]),
-              "e": (["batch", "model"], ["unsharded", "model"])}
+              "e": (["batch", "unsharded"], ["batch", "unsharded"])}
+CHAPTER_CASES = [(["batch", "unsharded"], ["unsharded", "unsharded"]), (["batch", "unsharded"], ["unsharded", "model"]),
+                 (["batch", "model"], ["model", "unsharded"]), (["batch", "model"], ["unsharded", "model"])]
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +113,7 @@ def q4_runs(mesh42):
     from tensorflow.experimental import dtensor
 
     x = np.arange(32, dtype="float32").reshape(8, 4)
-    w = np.arange(24, dtype="float32").reshape(4, 6)
+    w = np.arange(32, dtype="float32").reshape(4, 8)
     runs = {}
     for key, (x_specs, w_specs) in Q4_LAYOUTS.items():
         xs, ws = pack_batch(x, dtensor.Layout(x_specs, mesh42)), pack_batch(w, dtensor.Layout(w_specs, mesh42))
@@ -109,19 +138,35 @@ def test_ch4_q4_accepts_what_collectives_run_by_returns(q4_runs):
     assert_correct(grade(4, "q4", {key: pairs[0] if pairs else () for key, pairs in printed.items()}))
 
 
+def test_ch4_q4_cases_are_not_the_chapters():
+    """Item 4: no case of exercise 4 is one of the chapter's four printed cases (its table of c62b)."""
+    import re
+
+    cases = {key: tuple(re.findall(r"\[[^]]*\]", text)) for key, text in ch4.MATMUL_CASES.items()}
+    assert len(set(cases.values())) == 5
+    for x_specs, w_specs in CHAPTER_CASES:
+        assert (x_specs, w_specs) not in Q4_LAYOUTS.values()
+    assert {key: (list(x), list(w)) for key, (x, w) in Q4_LAYOUTS.items()} == Q4_LAYOUTS
+
+
 def test_ch4_q4_collectives():
     right = {k: truth for k, (truth, _) in ch4._reference_collectives().items()}
     assert_correct(grade(4, "q4", right))
-    assert_correct(grade(4, "q4", dict(right, a="None", c=["AllReduce", "model"], e=("all_gather", "'model'"))))
+    assert_correct(grade(4, "q4", dict(right, a="None", c=["AllReduce", "batch"], e=("all_gather", "'batch'"))))
     for no_collective in (None, (), [], "none", "no communication"):
         assert_correct(grade(4, "q4", dict(right, a=no_collective, b=no_collective)))
-    assert_correct(grade(4, "q4", dict(right, c=("all-reduce", ("model",)), d=[("all-reduce", ("model",))])))
+    assert_correct(grade(4, "q4", dict(right, c=("all-reduce", ("batch",)), d=[("all-reduce", ("model",))])))
     assert_hint(grade(4, "q4", dict(right, c="none")), "cannot finish alone", points=4)
     assert_hint(grade(4, "q4", dict(right, c=None)), "cannot finish alone", points=4)  # None is an answer: none
-    assert_hint(grade(4, "q4", dict(right, b=("all-reduce", "model"))), "does any device hold only part", points=4)
+    assert_hint(grade(4, "q4", dict(right, a=("all-reduce", "model"))), "does any device hold only part", points=4)
+    assert_hint(grade(4, "q4", dict(right, b=("all-gather", "batch"))), "does any device hold only part", points=4)
     assert_hint(grade(4, "q4", dict(right, d=("all-reduce", "batch"))), "which mesh axis splits", points=4)
+    assert_hint(grade(4, "q4", dict(right, c=("all-reduce", "model"))), "which mesh axis splits", points=4)
     assert_hint(grade(4, "q4", dict(right, c=("all-reduce", ("batch", "model")))), "which mesh axis splits", points=4)
-    assert_hint(grade(4, "q4", dict(right, e=("all-reduce", "model"))), "another collective", points=4)
+    assert_hint(grade(4, "q4", dict(right, c=("all-gather", "batch"))), "not the collective DTensor runs",
+                "partial sums", points=4)
+    assert_hint(grade(4, "q4", dict(right, e=("all-reduce", "batch"))), "not the collective DTensor runs",
+                "WHICH examples", points=4)
     assert_hint(grade(4, "q4", dict(right, d=("all-gather", "model"))), "a plan that gives the right y",
                 "not the one DTensor runs", points=4)
     assert_hint(grade(4, "q4", dict(right, a=True)), "answer 'none'", points=4)
@@ -131,10 +176,32 @@ def test_ch4_q4_collectives():
     assert grade(4, "q4", {key: ... for key in right}).status == "unanswered"
 
 
+def test_ch4_q4_readable_forms():
+    right = {k: truth for k, (truth, _) in ch4._reference_collectives().items()}
+    texts = {"a": "none", "b": "No collective", "c": "all-reduce over batch", "d": "AllReduce('model')",
+             "e": "all_gather over the batch axis"}
+    assert_correct(grade(4, "q4", texts))
+    assert_correct(grade(4, "q4", {f"({key.upper()})": value for key, value in right.items()}))
+    assert_correct(grade(4, "q4", {f" {key} ": value for key, value in right.items()}))
+
+
+def test_ch4_q4_first_try_names_neither_the_collective_nor_the_other_option():
+    """A binary choice: on the first try the message for a wrong kind must not name the kind that ran."""
+    right = {k: truth for k, (truth, _) in ch4._reference_collectives().items()}
+    for key, wrong in (("c", ("all-gather", "batch")), ("e", ("all-reduce", "batch")), ("d", ("all-gather", "model")),
+                       ("c", ("all-reduce", "model")), ("a", ("all-reduce", "model"))):
+        result = first_try("q4", dict(right, **{key: wrong}))
+        line = next(line for line in result.message.splitlines() if line.strip().startswith(f"✗ {key}:"))
+        truth = right[key]
+        assert ch4._reference_collectives()[key][1] not in result.message, (key, result.message)
+        if truth != "none":
+            assert truth[0] not in line.split(":", 1)[1].replace(ch4.MATMUL_CASES[key], ""), (key, line)
+
+
 def test_ch4_q4_graded_feedback_keeps_the_answer_back():
     right = {k: truth for k, (truth, _) in ch4._reference_collectives().items()}
-    result = exercises(4, mode="graded").q4.evaluate(dict(right, e=("all-reduce", "model")))
-    assert result.points == 4 and "another collective" in result.message
+    result = exercises(4, mode="graded").q4.evaluate(dict(right, e=("all-reduce", "batch")))
+    assert result.points == 4 and "not the collective DTensor runs" in result.message
     # the explanation names the answer: self-study only
     assert ch4._reference_collectives()["e"][1] not in result.message
 
@@ -145,10 +212,10 @@ def test_ch4_first_wrong_check_teaches_before_it_tells(capsys):
 
     fresh = chapter_definition(4).bind()  # a kernel's checkers, with no checks yet
     right = {k: truth for k, (truth, _) in ch4._reference_collectives().items()}
-    wrong = dict(right, e=("all-reduce", "model"))
+    wrong = dict(right, e=("all-reduce", "batch"))
     fresh.q4.check(wrong)
     first = capsys.readouterr().out
-    assert "another collective" in first and ch4._reference_collectives()["e"][1] not in first
+    assert "not the collective DTensor runs" in first and ch4._reference_collectives()["e"][1] not in first
     assert "a second wrong check shows the answer" in first and "ex.q4.hint()" in first
     fresh.q4.check(wrong)
     second = capsys.readouterr().out
@@ -158,9 +225,14 @@ def test_ch4_first_wrong_check_teaches_before_it_tells(capsys):
     assert capsys.readouterr().out.startswith("Correct! 5/5 points.")
     # evaluate() (the grader's and the tests' way in) always gives the mode's full feedback.
     assert ch4._reference_collectives()["e"][1] in chapter_definition(4).bind().q4.evaluate(wrong).message
-    # A first wrong check with nothing to hold back gets no note.
+    # Elements for bytes: the first check says so and holds back the size of a float32; the second gives it.
     fresh.q5.check(dict(COSTS, a_held=4096 * 4096))
-    assert "a float32 takes 4 bytes" in (out := capsys.readouterr().out) and "first try" not in out
+    assert "elements" in (out := capsys.readouterr().out) and "4 bytes" not in out and "first try" in out
+    fresh.q5.check(dict(COSTS, a_held=4096 * 4096))
+    assert "A float32 takes 4 bytes" in capsys.readouterr().out
+    # A first wrong check with nothing to hold back gets no note.
+    chapter_definition(4).bind().q5.check(dict(COSTS, a_held=64))
+    assert "looks like MiB" in (out := capsys.readouterr().out) and "first try" not in out
     # Graded hand-outs hold answers back on every check, with no note.
     graded = chapter_definition(4).bind(mode="graded")
     graded.q4.check(wrong)
@@ -170,16 +242,25 @@ def test_ch4_first_wrong_check_teaches_before_it_tells(capsys):
 
 
 def test_every_chapter_teaches_before_it_tells(capsys):
-    """Chapter 3 too: the first wrong check holds the answer back; the second shows it."""
+    """Every chapter's exercises teach first; in chapter 3 too, a second wrong check shows the whole feedback, a
+    first one holds back whatever gives the answer away (written so as not to depend on chapter 3's wording)."""
     from course_utils.checkers import chapter_definition
 
+    for number in range(1, 9):
+        try:
+            chapter = chapter_definition(number)
+        except (KeyError, ValueError):
+            continue
+        assert all(cls.teach_first for cls in chapter.exercises), number
+    wrong = [True, True, True, False, True, False]
+    full = chapter_definition(3).bind().q4.evaluate(wrong).message
     fresh = chapter_definition(3).bind()
-    assert fresh.q4.teach_first
-    fresh.q4.check([True, True, True, False, True, False])
+    fresh.q4.check(wrong)
     first = capsys.readouterr().out
-    assert "It is False: It is data parallelism" not in first and "a second wrong check shows the answer" in first
-    fresh.q4.check([True, True, True, False, True, False])
-    assert "It is False: It is data parallelism" in capsys.readouterr().out
+    fresh.q4.check(wrong)
+    second = capsys.readouterr().out
+    assert full in second and "a second wrong check" not in second
+    assert ("a second wrong check shows the answer" in first) == (full not in first)
 
 
 def test_ch4_right_answers_print_no_wrong_line(mesh42):
@@ -195,29 +276,73 @@ def test_ch4_right_answers_print_no_wrong_line(mesh42):
 
 
 W_BYTES = 4096 * 4096 * 4
-COSTS = {"a_held": W_BYTES, "a_sent": 1.5 * W_BYTES, "b_held": W_BYTES // 2, "b_sent": 0.75 * W_BYTES + 2**22}
+MIB = 2**20
+COSTS = {"a_held": W_BYTES, "b_held": W_BYTES // 4, "b_sent": 16 * MIB + 12 * MIB, "even_at": 4096}
 
 
 def test_ch4_q5_truth_comes_from_the_cost_model():
-    assert ch4._reference_layout_costs() == {key: round(value) for key, value in COSTS.items()}
+    assert ch4._reference_layout_costs() == COSTS
+    # by hand: (a) sends its whole dw over 'batch' (n = 2) whatever N is; (b) a quarter of it, plus dx's partial sums
+    # over 'model' (n = 4), x's rows on one device (N / 2) by 4096 floats
+    a_sent, b_dw = 2 * 1 / 2 * W_BYTES, 2 * 1 / 2 * W_BYTES / 4
+    b_dx = lambda n: 2 * 3 / 4 * (n // 2 * 4096 * 4)
+    assert b_dw + b_dx(1024) == COSTS["b_sent"] and b_dw + b_dx(COSTS["even_at"]) == a_sent
+
+
+def test_ch4_q5_is_not_the_chapters_case():
+    """Item 4: the chapter prices x @ w on batch=4 x model=2; copying its numbers gives none of the answers."""
+    chapter = ch4._reference_costs_on([("batch", 4), ("model", 2)], 1024)
+    assert chapter["b_held"] != COSTS["b_held"] and round(chapter["b_sent"]) != COSTS["b_sent"]
+    assert ch4._reference_even_at([("batch", 4), ("model", 2)]) != COSTS["even_at"]
 
 
 def test_ch4_q5_layout_cost():
     assert_correct(grade(4, "q5", COSTS))
     assert_correct(grade(4, "q5", {key: np.int64(value) for key, value in COSTS.items()}))
-    assert_hint(grade(4, "q5", dict(COSTS, a_held=4096 * 4096)), "a float32 takes 4 bytes", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES)), "each device holds half of w", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, a_sent=0.75 * W_BYTES)), "not (n-1)/n", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=0.75 * W_BYTES)), "Add both", points=3)  # forgot dx over model
-    assert_hint(grade(4, "q5", dict(COSTS, a_sent=2 * W_BYTES)), "find each all-reduce", points=3)  # n, not (n-1)/n
-    assert_hint(grade(4, "q5", dict(COSTS, a_sent="96 MiB")), "give a number of bytes", points=3)
-    # Units: answers in MiB, KiB or MB are named as such.
+    assert_correct(grade(4, "q5", dict(COSTS, b_sent=16 * MIB + 1024 * 2 * 3 / 4 * 2048 * 4, even_at=4096.0)))
+    assert_correct(grade(4, "q5", {key.upper().replace("_", " "): value for key, value in COSTS.items()}))
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=4096 * 4096)), "elements", "A float32 takes 4 bytes", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES)), "that is all of w", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES // 2)), "divided w by 2", "THIS mesh", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES // 8)), "all 8 devices", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=W_BYTES // 2)), "which mesh axis divides it", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=14 * MIB)), "not (n-1)/n", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=16 * MIB)), "one of the backward pass's collectives", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=12 * MIB)), "one of the backward pass's collectives", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=40 * MIB)), "x's rows on ONE device", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=76 * MIB)), "dw's B is one device's block", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=52 * MIB)), "the chapter's batch=4 x model=2 mesh", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=64 * MIB)), "(a)'s backward traffic", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=2 * W_BYTES)), "find each all-reduce", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at=2048)), "one 'batch' group", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at=12288)), "the chapter's batch=4 x model=2 mesh", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at=64 * MIB)), "not of bytes", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at=1000)), "as a function of N", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent="28 MiB")), "give a number of bytes", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at="4k")), "give a number of examples", points=3)
+    # Units: answers in MiB, KiB or MB are named as such, rounded ones too.
     assert_hint(grade(4, "q5", dict(COSTS, a_held=64)), "looks like MiB", "give bytes", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, a_sent=96.0, b_held=32)), "looks like MiB", points=2)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=52 * 1024)), "looks like KiB", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=54.525952)), "looks like MB", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, a_sent=100.7)), "looks like MB", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=28.0, b_held=16)), "looks like MiB", points=2)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=28 * 1024)), "looks like KiB", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=29.36)), "looks like MB", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=67.1)), "looks like MB", points=3)
     assert_hint(grade(4, "q5", dict(COSTS, b_sent=None)), "b_sent: not answered yet", points=3)
+
+
+@pytest.mark.parametrize("slip, hidden", [
+    (dict(a_held=4096 * 4096), "4 bytes"),
+    (dict(b_held=W_BYTES), "quarter"),
+    (dict(b_held=W_BYTES // 2), "quarter"),
+    (dict(b_held=W_BYTES // 8), "w / 4"),
+    (dict(b_sent=16 * MIB), "12,582,912"),
+    (dict(b_sent=40 * MIB), "512 x 4096"),
+    (dict(b_sent=76 * MIB), "quarter"),
+])
+def test_ch4_q5_first_try_holds_the_numbers_back(slip, hidden):
+    """'half of w', 'a float32 takes 4 bytes' and the block sizes are the answer: shown from the second try on."""
+    shown = first_try("q5", dict(COSTS, **slip)).message
+    assert hidden not in shown and "first try" in shown, shown
+    assert hidden in grade(4, "q5", dict(COSTS, **slip)).message
 
 
 def test_only_ellipses_is_the_placeholder_where_none_is_an_answer():
@@ -373,15 +498,19 @@ def test_ch4_q6_a_mesh_axis_that_does_not_divide(mesh42):
 
 def test_ch4_q6_wrong_predictions(mesh42):
     gather = _learner(predict=lambda c: ("all-gather", "model") if c != "none" else c)
-    assert_hint(grade(4, "q6", gather), "case C", "another collective", "It ran an all-reduce over 'model'.",
-                points=3)
+    assert_hint(grade(4, "q6", gather), "case C", "which is not what it ran", "another collective",
+                "It ran an all-reduce over 'model'.", points=3)
+    shown = exercises(4).q6._evaluate((gather,), {}, first_try=True).message
+    assert "which is not what it ran" in shown and "another collective" not in shown and "It ran" not in shown
     assert_hint(grade(4, "q6", _learner(predict=lambda c: "none")), "cannot finish alone", points=3)
     assert_hint(grade(4, "q6", _learner(predict=lambda c: ("all-reduce", "model"))), "case A", "case B",
                 "does any device hold only part", points=3)
     assert_hint(grade(4, "q6", _learner(predict=lambda c: ("all-reduce", "batch") if c != "none" else c)),
                 "which mesh axis splits", points=3)
-    assert_hint(grade(4, "q6", _learner(predict=lambda c: "all-reduce over model")), "give the prediction as",
+    assert_hint(grade(4, "q6", _learner(predict=lambda c: "some all-reduce")), "give the prediction as",
                 points=3)
+    # Written as text, a prediction is read: 'none', 'all-reduce over model'.
+    assert_correct(grade(4, "q6", _learner(predict=lambda c: "all-reduce over model" if c != "none" else "no")))
 
     def one_operand(mesh, x, w, budget):  # only w splits the contracted axis, and an all-gather is predicted
         x_specs, w_specs, collective = _right_choice(mesh, x, w, budget)
@@ -390,6 +519,21 @@ def test_ch4_q6_wrong_predictions(mesh42):
         return x_specs, w_specs, collective
     assert_hint(grade(4, "q6", _learner(one_operand)), "only one operand splits the contracted axis",
                 "cutting the matching part", points=3)
+
+
+def test_ch4_q6_w_split_over_batch_is_named(mesh42):
+    """w over 'batch' (a weight split like the data): the hint is about w, not about x's examples."""
+    def w_rows_over_batch(mesh, x, w, budget):
+        return ["batch", U4], ["batch", U4], "none"
+    result = grade(4, "q6", _learner(w_rows_over_batch))
+    assert_hint(result, "case B", "which divides x's 4 examples: it does not divide w's 6 rows", "Is w split over "
+                "'batch'? 'batch' splits the data", points=1)
+    assert "are your layouts on that mesh" not in result.message
+
+    def w_columns_over_batch(mesh, x, w, budget):  # 'batch' divides w's columns in every case
+        return ["batch", U4], [U4, "batch"], "none"
+    result = grade(4, "q6", _learner(w_columns_over_batch))
+    assert "w is split over 'batch'" in result.message and result.points < 4, result.message
 
 
 def test_ch4_q6_a_measurement_is_not_a_prediction(mesh42):
@@ -482,7 +626,8 @@ def test_ch4_the_sandbox_copy_states_no_answer():
     module, undefined = sandbox_copy("ch4")
     assert not undefined
     for gone in ("SHARDS", "MATMULS", "OTHER_PLANS", "layout_costs", "_reference_shards", "_reference_collectives",
-                 "_reference_other_plans", "_reference_layout_costs"):
+                 "_reference_other_plans", "_reference_layout_costs", "_reference_costs_on", "_reference_even_at",
+                 "_reference_cost_slips"):
         assert not hasattr(module, gone), gone
     collectives = ch4._reference_collectives()
     for answer in (ch4._reference_shards(), collectives, ch4._reference_layout_costs(),

@@ -9,6 +9,11 @@ from course_utils.checkers import ch5, ch5_build, ch5_layers, exercises
 from helpers import assert_correct, assert_hint, grade, stripped_exercise
 
 
+def first_try(name, *args):
+    """A first wrong check's result in self-study mode: what is wrong, without the parts that give the answer."""
+    return getattr(exercises(5), name)._evaluate(args, {}, first_try=True)
+
+
 def test_ch5_q1_seed(keras2, mesh42):
     from tensorflow.experimental import dtensor
 
@@ -25,6 +30,15 @@ def test_ch5_q1_seed(keras2, mesh42):
     assert_hint(grade(5, "q1", lambda seed: build()), "Call tf.keras.utils.set_random_seed(seed) inside")
     assert ch5_layers._keras_seed_generator().generator is not None  # the checker put the notebook's seed back
     assert_hint(grade(5, "q1", lambda seed: build(1)), "seeds 7 and 8 gave the same kernel", points=1)
+    # A Keras 3 habit: tf.random.set_seed (or keras.utils.set_random_seed) does not set tf_keras's own seed.
+    import tensorflow as tf
+
+    def tf_seeded(seed):
+        tf.random.set_seed(seed)
+        return build()
+    assert_hint(grade(5, "q1", tf_seeded), "tf_keras checks its own global seed", "tf.random.set_seed",
+                "inside init_kernel, before creating the layer")
+    assert "inside init_kernel, before creating the layer" not in first_try("q1", tf_seeded).message
     assert_hint(grade(5, "q1", lambda seed: np.zeros((6, 4))), "as a DTensor")
     assert_hint(grade(5, "q1", lambda: 1), "raised TypeError")
 
@@ -44,7 +58,8 @@ def test_ch5_q2_model_parallel_dense(keras2, mesh42):
 
     assert_correct(grade(5, "q2", dense([U, "model"], ["model"])))
     assert_hint(grade(5, "q2", dense(["model", U], [U])), "splits the 784 INPUTS", "bias is replicated")
-    assert_hint(grade(5, "q2", dense([U, "model"], [U])), "bias is replicated", points=1)
+    assert_hint(grade(5, "q2", dense([U, "model"], [U])), "bias is replicated", "Layout(['model'], mesh)", points=1)
+    assert "Layout(['model'], mesh)" not in first_try("q2", dense([U, "model"], [U])).message
     assert_hint(grade(5, "q2", dense([U, "batch"], ["batch"])), "splits the DATA")
     assert_hint(grade(5, "q2", dense([U, U], [U])), "data parallelism")
     assert_hint(grade(5, "q2", dense([U, "model"], ["model"], build=False)), "layer.build((None, 784))")
@@ -54,45 +69,127 @@ def test_ch5_q2_model_parallel_dense(keras2, mesh42):
     assert_hint(grade(5, "q2", plain), "not a DTensor")
 
 
+Q3_RIGHT = {r"up_\d+\.kernel": ["unsharded", "model"], r"up_\d+\.bias": ["model"],
+            r"down_\d+\.kernel": ["model", "unsharded"]}
+
+
+def q3_map(keras2, mesh, entries):
+    from tensorflow.experimental import dtensor
+
+    result = keras2.dtensor.experimental.LayoutMap(mesh=mesh)
+    for key, specs in entries.items():
+        result[key] = dtensor.Layout(specs, mesh)
+    return result
+
+
+def q3_model(keras2, blocks):
+    inputs = keras2.Input((784,), batch_size=8)
+    h = inputs
+    for block in range(1, blocks + 1):
+        h = keras2.layers.Dense(256, activation="relu", name=f"up_{block}")(h)
+        h = keras2.layers.Dense(128, activation="relu", name=f"down_{block}")(h)
+    return keras2.Model(inputs, keras2.layers.Dense(10, name="logits")(h))
+
+
 def test_ch5_q3_layout_map_matches_what_tf_keras_does(keras2, mesh42):
+    """The checker's lookup and paths are tf_keras' own: the model of the exercise, with 2 and 3 blocks."""
+    from tensorflow.experimental import dtensor
+
+    right = q3_map(keras2, mesh42, Q3_RIGHT)
+    for blocks in (2, ch5.LAYOUT_MAP_BLOCKS):
+        keras2.utils.set_random_seed(2)
+        with right.scope():
+            model = q3_model(keras2, blocks)
+        found = {f"{layer.name}.{attribute}": dtensor.fetch_layout(getattr(layer, attribute)).sharding_specs
+                 for layer in model.layers[1:] for attribute in ("kernel", "bias")}
+        expected = {path: specs or ["unsharded"] * (1 if path.endswith("bias") else 2)
+                    for path, specs in ch5._reference_paths().items()
+                    if int(path.split(".")[0].split("_")[-1] if "_" in path else 0) <= blocks}
+        assert found == expected, (blocks, found)
+
+
+def test_ch5_q3_right_forms(keras2, mesh42):
     from tensorflow.experimental import dtensor
 
     U = dtensor.UNSHARDED
-    LayoutMap = keras2.dtensor.experimental.LayoutMap
+    assert_correct(grade(5, "q3", q3_map(keras2, mesh42, Q3_RIGHT)))
+    assert_correct(grade(5, "q3", {key: dtensor.Layout(specs, mesh42) for key, specs in Q3_RIGHT.items()}))
+    explicit = dict(Q3_RIGHT, **{r"down_\d+\.bias": [U], "logits.kernel": [U, U], "logits.bias": [U]})
+    assert_correct(grade(5, "q3", q3_map(keras2, mesh42, explicit)))  # replicated by a key, not by none
+    assert_correct(grade(5, "q3", q3_map(keras2, mesh42, {"up.*kernel": [U, "model"], "up.*bias": ["model"],
+                                                          "down.*kernel": ["model", U]})))
+    assert_correct(grade(5, "q3", q3_map(keras2, mesh42, {r"up_\d\.kernel$": [U, "model"], r"up_\d\.bias$": ["model"],
+                                                          r"down_[0-9]+\.kernel": ["model", U]})))
 
-    def layout_map(entries):
-        result = LayoutMap(mesh=mesh42)
-        for key, specs in entries.items():
-            result[key] = dtensor.Layout(specs, mesh42)
-        return result
 
-    right = layout_map({"hidden.kernel": [U, "model"], "hidden.bias": ["model"], "logits.kernel": ["model", U]})
-    assert_correct(grade(5, "q3", right))
-    assert_correct(grade(5, "q3", {"hidden.*kernel": dtensor.Layout([U, "model"], mesh42),
-                                   "hidden.bias": dtensor.Layout(["model"], mesh42),
-                                   "logits.kernel": dtensor.Layout(["model", U], mesh42)}))
-    # The checker's lookup is tf_keras' own: build the functional model and compare.
-    keras2.utils.set_random_seed(2)
-    with right.scope():
-        inputs = keras2.Input((784,), batch_size=8)
-        hidden = keras2.layers.Dense(128, activation="relu", name="hidden")(inputs)
-        outputs = keras2.layers.Dense(10, name="logits")(hidden)
-        model = keras2.Model(inputs, outputs)
-    for path, specs in ch5._reference_paths().items():
-        layer, attribute = path.split(".")
-        variable = getattr(model.get_layer(layer), attribute)
-        assert dtensor.fetch_layout(variable).sharding_specs == specs, path
-    assert_hint(grade(5, "q3", layout_map({"hidden/kernel": [U, "model"], "hidden/bias": ["model"],
-                                           "logits/kernel": ["model", U]})), "a DOT", points=1)
-    assert_hint(grade(5, "q3", layout_map({"kernel": [U, "model"], "bias": ["model"]})), "from the START", points=1)
-    assert_hint(grade(5, "q3", layout_map({"hidden": [U, "model"], "logits.kernel": ["model", U]})),
-                "also matches this variable", points=3)
-    assert_hint(grade(5, "q3", layout_map({".*kernel": [U, "model"], "hidden.bias": ["model"]})),
-                "matches the logits layer too", points=3)
-    assert_hint(grade(5, "q3", layout_map({"hidden.kernel": [U, "model"], "hidden.bias": ["model"],
-                                           "logits.kernel": [U, "model"]})), "Split this kernel's rows", points=3)
+def test_ch5_q3_is_not_the_chapters_map(keras2, mesh42):
+    """Item 4: the chapter's map (c36) with its names changed, one key per layer of the notebook's two blocks,
+    misses the checker's third block."""
+    from tensorflow.experimental import dtensor
+
+    U = dtensor.UNSHARDED
+    renamed = {"up_1.kernel": [U, "model"], "up_1.bias": ["model"], "down_1.kernel": ["model", U],
+               "up_2.kernel": [U, "model"], "up_2.bias": ["model"], "down_2.kernel": ["model", U]}
+    result = grade(5, "q3", q3_map(keras2, mesh42, renamed))
+    assert_hint(result, "up_3.kernel: no key matches", "a block more than the notebook's", points=1)
+    shown = first_try("q3", q3_map(keras2, mesh42, renamed)).message
+    assert "a block more" in shown and "It should be" not in shown
+
+
+def test_ch5_q3_aimed_hints(keras2, mesh42):
+    from tensorflow.experimental import dtensor
+
+    U = dtensor.UNSHARDED
+
+    def graded(entries):
+        return grade(5, "q3", q3_map(keras2, mesh42, entries))
+
+    assert_hint(graded({r"up_\d+/kernel": [U, "model"], r"up_\d+/bias": ["model"], r"down_\d+/kernel": ["model", U]}),
+                "a DOT", points=1)
+    assert_hint(graded({"kernel": [U, "model"], "bias": ["model"]}), "from the START", points=1)
+    assert_hint(graded({"up": [U, "model"], r"down_\d+\.kernel": ["model", U]}), "also matches this variable",
+                points=3)
+    assert_hint(graded({".*kernel": [U, "model"], r"up_\d+\.bias": ["model"]}), "a key that matches", points=2)
+    down_columns = dict(Q3_RIGHT, **{r"down_\d+\.kernel": [U, "model"]})
+    assert_hint(graded(down_columns), "INPUTS are the up layer's outputs", "['model', UNSHARDED]", points=3)
+    down_bias = dict(Q3_RIGHT, **{r"down_\d+\.bias": ["model"]})
+    assert_hint(graded(down_bias), "partial sums of all of them?", "leave it replicated", points=3)
+    assert_hint(graded(dict(Q3_RIGHT, **{"logits.kernel": ["model", U]})), "logits layer's inputs", points=3)
+    assert_hint(graded({r"up_\d+\.kernel": [U, "model"], r"down_\d+\.kernel": ["model", U]}), "up_1.bias",
+                "no key matches", points=3)
+    assert_hint(graded(dict(Q3_RIGHT, **{r"up_\d+\.kernel": ["model", U]})), "splits its inputs", points=3)
     assert_hint(grade(5, "q3", {"(": dtensor.Layout([U], mesh42)}), "not a valid regular expression")
-    assert_hint(grade(5, "q3", [("hidden.kernel", None)]), "Give a tf.keras.dtensor.experimental.LayoutMap")
+    assert_hint(grade(5, "q3", [("up_1.kernel", None)]), "Give a tf.keras.dtensor.experimental.LayoutMap")
+
+
+@pytest.mark.parametrize("entries, hidden", [
+    ({r"up_\d+\.kernel": ["unsharded", "model"], r"up_\d+\.bias": ["model"],
+      r"down_\d+\.kernel": ["unsharded", "model"]}, "['model', UNSHARDED]"),
+    ({r"up_\d+\.kernel": ["unsharded", "model"], r"up_\d+\.bias": ["model"], r"down_\d+\.kernel": ["model", "unsharded"],
+      r"down_\d+\.bias": ["model"]}, "leave it replicated"),
+    ({r"up_\d+\.kernel": ["unsharded", "model"], r"down_\d+\.kernel": ["model", "unsharded"]}, "It should be"),
+])
+def test_ch5_q3_first_try_holds_the_layout_back(keras2, mesh42, entries, hidden):
+    shown = first_try("q3", q3_map(keras2, mesh42, entries)).message
+    assert hidden not in shown and "the rows" not in shown and "first try" in shown, shown
+
+
+def test_ch5_q3_keras3_forms_are_told_what_tf_keras_wants(keras2, mesh42):
+    """A learner with Keras 3 habits: tuples of axes (None for unsharded), TensorLayout, keras.distribution.LayoutMap."""
+    import keras
+
+    tuples = {r"up_\d+\.kernel": (None, "model"), r"up_\d+\.bias": ("model",), r"down_\d+\.kernel": ("model", None)}
+    result = grade(5, "q3", tuples)
+    assert_hint(result, "Keras 3's keras.distribution form", "dtensor.UNSHARDED where Keras 3 writes None",
+                "dtensor.Layout(['unsharded', 'model'], mesh)")
+    assert "dtensor.Layout([" not in first_try("q3", tuples).message
+    layouts = {key: keras.distribution.TensorLayout(axes) for key, axes in tuples.items()}
+    assert_hint(grade(5, "q3", layouts), "Keras 3's keras.distribution form")
+    device_mesh = keras.distribution.DeviceMesh((4, 2), ["batch", "model"], keras.distribution.list_devices()[:1] * 8)
+    keras3_map = keras.distribution.LayoutMap(device_mesh)
+    for key, axes in tuples.items():
+        keras3_map[key] = axes
+    assert_hint(grade(5, "q3", keras3_map), "Keras 3's keras.distribution.LayoutMap", "tf_keras")
 
 
 def test_ch5_q4_pack_fn(mesh42):
@@ -106,12 +203,21 @@ def test_ch5_q4_pack_fn(mesh42):
     U = dtensor.UNSHARDED
     assert_correct(grade(5, "q4", packer(["batch", U, U, U], ["batch"])))
     assert_hint(grade(5, "q4", packer(["batch", U, U, U], ["batch", U, U, U])), "rank=1")
-    assert_hint(grade(5, "q4", packer(["model", U, U, U], ["batch"])), "splits WEIGHTS", points=1)
+    assert_hint(grade(5, "q4", packer(["model", U, U, U], ["batch"])), "splits WEIGHTS", "Expected", points=1)
+    shown = first_try("q4", packer(["model", U, U, U], ["batch"])).message
+    assert "splits WEIGHTS" in shown and "Expected" not in shown and "replicated over 'model'" not in shown
+    assert_hint(grade(5, "q4", packer([U, "batch", U, U], ["batch"])), "does not hold the examples", points=1)
     assert_hint(grade(5, "q4", packer(["batch", U, U, U], [U])), "replicated", points=1)
     flat = dtensor.create_mesh([("batch", 8)], devices=mesh42.local_devices())
     assert_hint(grade(5, "q4", packer(["batch", U, U, U], ["batch"], flat)), "batch x model mesh")
     assert_hint(grade(5, "q4", lambda images, labels: (images, labels)), "not a DTensor")
     assert_hint(grade(5, "q4", lambda images, labels: images), "return a pair")
+    # Swapped: the labels first.
+    swapped = packer(["batch", U, U, U], ["batch"])
+    assert_hint(grade(5, "q4", lambda images, labels: swapped(images, labels)[::-1]), "labels first")
+    # A dict of the two is read by its names.
+    assert_correct(grade(5, "q4", lambda images, labels: dict(zip(("labels", "images"), swapped(images, labels)[::-1]))))
+    assert_correct(grade(5, "q4", lambda images, labels: list(swapped(images, labels))))
 
 
 MEMORY = {"data parallel": 19_538_040, "FSDP-style": 5_087_352, "tensor parallel": 9_769_080, "2-D": 2_543_736}
@@ -144,14 +250,45 @@ def test_ch5_q5_memory_budget():
     assert_correct(grade(5, "q5", MEMORY, "tensor parallel"))
     assert_correct(grade(5, "q5", {k: float(v) for k, v in MEMORY.items()}, "Tensor_Parallel"))
     weights_only = {k: v // 3 for k, v in MEMORY.items()}
-    assert_hint(grade(5, "q5", weights_only, "tensor parallel"), "add Adam's two slots", points=1)
-    assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": MEMORY["2-D"] // 4}), "tensor parallel"), "4 bytes", points=4)
-    assert_hint(grade(5, "q5", dict(MEMORY, **{"FSDP-style": 3 * 1_655_784}), "tensor parallel"), "times 3", points=4)
+    assert_hint(grade(5, "q5", weights_only, "tensor parallel"), "the weights alone", "two slots per weight",
+                points=1)
+    one_slot = {k: 2 * v for k, v in weights_only.items()}
+    assert_hint(grade(5, "q5", one_slot, "tensor parallel"), "one slot per weight", points=1)
+    assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": MEMORY["2-D"] // 4}), "tensor parallel"), "elements",
+                "4 bytes", points=4)
+    assert_hint(grade(5, "q5", dict(MEMORY, **{"FSDP-style": 3 * 1_655_784}), "tensor parallel"), "Adam's slots",
+                points=4)
     assert_hint(grade(5, "q5", MEMORY, "2-D"), "holds the least, but", points=4)  # smallest, not cheapest
     assert_hint(grade(5, "q5", MEMORY, "data parallel"), "holds more than the budget", points=4)
     assert_hint(grade(5, "q5", MEMORY, "FSDP-style"), "another placement that fits", points=4)
     assert_hint(grade(5, "q5", MEMORY, "pipeline"), "name one of", points=4)
     assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": None}), "tensor parallel"), "2-D: not answered yet", points=4)
+
+
+def test_ch5_q5_readable_forms_and_slips():
+    spelled = {"Data Parallel": MEMORY["data parallel"], "fsdp": MEMORY["FSDP-style"],
+               "tensor_parallel": MEMORY["tensor parallel"], "2D": MEMORY["2-D"]}
+    for choice in ("TP", "tensor-parallel", " Tensor Parallelism ", "(tensor parallel)"):
+        assert_correct(grade(5, "q5", spelled, choice))
+    assert_hint(grade(5, "q5", MEMORY, "2D"), "holds the least, but", points=4)
+    with_counter = {k: v + 8 for k, v in MEMORY.items()}
+    assert_hint(grade(5, "q5", with_counter, "tensor parallel"), "8-byte step counter", points=1)
+    in_mib = {k: round(v / 2**20, 2) for k, v in MEMORY.items()}
+    assert_hint(grade(5, "q5", in_mib, "tensor parallel"), "looks like MiB", points=1)
+    chapter = {"data parallel": 1_221_240, "FSDP-style": 318_072, "tensor parallel": 610_680, "2-D": 159_096}
+    assert chapter == ch5._reference_budget_memory_of(128)
+    assert_hint(grade(5, "q5", chapter, "tensor parallel"), "the chapter's MLP (128 hidden units)", points=1)
+
+
+@pytest.mark.parametrize("memory, hidden", [
+    ({k: v // 3 for k, v in MEMORY.items()}, "two slots"),
+    ({k: 2 * v // 3 for k, v in MEMORY.items()}, "Two (m and v)"),
+    ({k: v // 4 for k, v in MEMORY.items()}, "4 bytes"),
+])
+def test_ch5_q5_first_try_holds_the_arithmetic_back(memory, hidden):
+    shown = first_try("q5", memory, "tensor parallel").message
+    assert hidden not in shown and "first try" in shown, shown
+    assert hidden in grade(5, "q5", memory, "tensor parallel").message
 
 
 def test_ch5_q5_graded_feedback_keeps_the_choice_back():
@@ -187,7 +324,7 @@ def q6_bytes(weights, spec_list, mesh, slots=True):
 
 def q6_answer(placement="fits", model="layouts", keys=None, load="assign", optimizer="dtensor", rate=Q6_RATE,
               loss="keras", batch="split", pack="pack_batch", returns="tensor", fixed_mesh=None, seed=True,
-              build_adam=False, train_inside=False):
+              build_adam=False, train_inside=False, keras_loop=None):
     """A build_on_mesh a learner could write; the defaults make a right one, each argument a variation.
 
     placement: "fits" (the least sharded of exercise 5's placements that fits, Adam's slots counted),
@@ -195,7 +332,11 @@ def q6_answer(placement="fits", model="layouts", keys=None, load="assign", optim
         of Q6_PLACEMENTS, or a tuple of four spec lists.
     model: "layouts" (Sequential, kernel_layout/bias_layout), "layout map" (Sequential under a LayoutMap
         whose keys are `keys`, by default the four paths), "functional" (with Constant initializers).
-    load: "assign" (pack_batch into each variable's layout), "set_weights", "none".
+    load: "assign" (pack_batch into each variable's layout), "assign numpy" (the NumPy array as it is),
+        "set_weights", "none".
+    keras_loop: None (the chapter's tf.function step), or "train_on_batch" after compile, on the NumPy batch or
+        (with "train_on_batch packed") on the packed one.
+    pack: "pack_batch", "dtensor.pack", or "none" (the NumPy batch passed to the tf.function as it is).
     loss: "keras" (SparseCategoricalCrossentropy), "tf.nn" (reduce_mean of the per-example losses), "sum",
         "shard" (trains on the mean, returns the mean over the first device's examples).
     """
@@ -254,6 +395,9 @@ def q6_answer(placement="fits", model="layouts", keys=None, load="assign", optim
         if load == "assign":
             for name, variable in zip(Q6_NAMES, net.trainable_variables):
                 variable.assign(pack_batch(weights[name], variable.layout))
+        elif load == "assign numpy":
+            for name, variable in zip(Q6_NAMES, net.trainable_variables):
+                variable.assign(weights[name])
         elif load == "set_weights":
             net.set_weights([weights[name] for name in Q6_NAMES])
         adam = (keras.dtensor.experimental.optimizers.Adam(rate, mesh=mesh) if optimizer == "dtensor"
@@ -279,10 +423,19 @@ def q6_answer(placement="fits", model="layouts", keys=None, load="assign", optim
                       else dtensor.Layout.replicated(mesh, rank=rank))
             if pack == "pack_batch":
                 return pack_batch(x, layout)
+            if pack == "none":
+                return x
             groups = np.split(x, mesh.dim_size("batch"))  # device i is batch group i // model, in mesh order
             return dtensor.pack([groups[i // mesh.dim_size("model")] for i in range(mesh.size)], layout)
 
+        if keras_loop:
+            net.compile(optimizer=adam, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
         def step(images, labels):
+            if keras_loop == "train_on_batch":
+                return net.train_on_batch(images, labels)
+            if keras_loop == "train_on_batch packed":
+                return net.train_on_batch(put(images, 4), put(labels, 1))
             value, per_example = train_step(put(images, 4), put(labels, 1))
             if loss == "shard":
                 return float(np.mean(dtensor.unpack(per_example)[0].numpy()))
@@ -319,6 +472,10 @@ Q6_WRONG = {
     "plain Adam": dict(optimizer="plain"),
     "no seed": dict(seed=False),
     "a step inside build_on_mesh": dict(train_inside=True),
+    "weights assigned as NumPy arrays": dict(load="assign numpy"),
+    "compile and train_on_batch": dict(keras_loop="train_on_batch"),
+    "train_on_batch on a packed batch": dict(keras_loop="train_on_batch packed"),
+    "the NumPy batch into the tf.function": dict(pack="none"),
 }
 
 Q6_CHILD = """
@@ -407,6 +564,12 @@ def test_ch5_q6_accepts_every_right_form(q6_results):
     ("plain Adam", 0, ["the optimizer is not on a mesh", "tf.keras.dtensor.experimental.optimizers.Adam"]),
     ("no seed", 0, ["global seed", "exercise 1"]),
     ("a step inside build_on_mesh", 3, ["counted 2 steps", "must not train"]),
+    ("weights assigned as NumPy arrays", 0, ["AssignVariableOp got a regular tensor",
+                                             "assign() takes a value on the mesh too"]),
+    ("compile and train_on_batch", 0, ["_element_layouts", "train_on_batch and fit feed the model through a tf.data "
+                                       "iterator", "a tf.function that runs the model under a GradientTape"]),
+    ("train_on_batch on a packed batch", 0, ["non-single-device and non-replicated", "train_on_batch and fit"]),
+    ("the NumPy batch into the tf.function", 0, ["got a regular tensor", "must be DTensors, split over 'batch'"]),
 ])
 def test_ch5_q6_rejects_typical_mistakes_with_an_aimed_hint(q6_results, name, points, fragments):
     result = q6_results["0"][name]
@@ -418,7 +581,10 @@ def test_ch5_q6_rejects_typical_mistakes_with_an_aimed_hint(q6_results, name, po
 def test_ch5_q6_graded_feedback_keeps_the_answer_back(q6_results):
     answers = {"slots forgotten": "Layout(['batch', 'model'], mesh)", "batch replicated": "batch_sharded",
                "d2 split over model": "Leave d2's outputs", "no seed": "set_random_seed(0)",
-               "plain Adam": "tf.keras.dtensor.experimental.optimizers.Adam", "weights not loaded": "variable.assign"}
+               "plain Adam": "tf.keras.dtensor.experimental.optimizers.Adam", "weights not loaded": "variable.assign",
+               "weights assigned as NumPy arrays": "pack_batch(value, variable.layout)",
+               "compile and train_on_batch": "with train_step the chapter's",
+               "the NumPy batch into the tf.function": "Layout.batch_sharded(mesh, 'batch', rank=4)"}
     for name, answer in answers.items():
         result = q6_results["0"][name]
         assert answer in result["shown"] and answer not in result["graded"], name
@@ -511,11 +677,7 @@ def test_ch5_q2_q3_layouts_on_another_mesh_are_refused(mesh42, keras2):
     layer.build((None, 784))
     assert_hint(grade(5, "q2", layer), "the exercise's mesh is batch=4 x model=2")
     other = dtensor.create_mesh([("batch", 2), ("model", 4)], devices=cpus)
-    layout_map = keras2.dtensor.experimental.LayoutMap(mesh=other)
-    layout_map[".*hidden.*kernel"] = dtensor.Layout([U, "model"], other)
-    layout_map[".*hidden.*bias"] = dtensor.Layout(["model"], other)
-    layout_map[".*logits.*kernel"] = dtensor.Layout(["model", U], other)
-    result = grade(5, "q3", layout_map)
+    result = grade(5, "q3", q3_map(keras2, other, Q3_RIGHT))
     assert "not on the exercise's batch=4 x model=2" in result.message and result.points < result.max_points
 
 
@@ -538,10 +700,7 @@ def right_answers(keras2, mesh):
     layer = keras2.layers.Dense(128, kernel_layout=dtensor.Layout([U, "model"], mesh),
                                 bias_layout=dtensor.Layout(["model"], mesh))
     layer.build((None, 784))
-    layout_map = keras2.dtensor.experimental.LayoutMap(mesh=mesh)
-    layout_map["hidden.kernel"] = dtensor.Layout([U, "model"], mesh)
-    layout_map["hidden.bias"] = dtensor.Layout(["model"], mesh)
-    layout_map["logits.kernel"] = dtensor.Layout(["model", U], mesh)
+    layout_map = q3_map(keras2, mesh, Q3_RIGHT)
 
     def pack_fn(images, labels):
         return (pack_batch(images, dtensor.Layout.batch_sharded(mesh, "batch", rank=4)),
@@ -584,3 +743,22 @@ def test_ch5_q6_right_with_another_seed_and_from_the_stripped_checker(q6_results
 def test_ch5_q6_data_of_another_seed_is_not_enough(q6_results):
     result = q6_results["0"]["seed 0 judged as 12345"]
     assert result["points"] < 5 and "differs from the one device computes" in result["shown"], result["shown"]
+
+
+# --- the graded sandbox's copy of these modules states no answer ------------------------------------
+
+@pytest.mark.parametrize("name", ["ch5", "ch5_layers", "ch5_build"])
+def test_ch5_the_sandbox_copy_states_no_answer(name):
+    from helpers import holding, sandbox_copy
+
+    module, undefined = sandbox_copy(name)
+    assert not undefined, undefined
+    for gone in ("_reference_paths", "_reference_budget_memory", "_reference_budget_memory_of", "_reference_kernel",
+                 "_reference_dtensor_adam", "reference_mlp", "reference_adam_first_step"):
+        assert not hasattr(module, gone), gone
+    for answer in (ch5._reference_paths(), ch5._reference_budget_memory(), "tensor parallel",
+                   ch5_build._reference_dtensor_adam()):
+        assert not holding(module, answer), answer
+    for cls in vars(module).values():
+        if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "hints"):
+            assert cls.hints and not {"grade", "judge"} & set(vars(cls)), cls

@@ -30,8 +30,8 @@ def test_ch6_q1_xavier(mesh42):
     assert_correct(grade(6, "q1", xavier_limit, init_weight))
     assert_hint(grade(6, "q1", lambda a, b: math.sqrt(2 / (a + b)), init_weight), "STANDARD DEVIATION", points=2)
     assert_hint(grade(6, "q1", lambda a, b: math.sqrt(1 / a), init_weight), "LeCun", points=2)
-    assert_hint(grade(6, "q1", lambda a, b: math.sqrt(6) / (a + b), init_weight), "brackets", points=2)
-    assert_hint(grade(6, "q1", lambda a, b: 6 / (a + b), init_weight), "square root", points=2)
+    assert_hint(grade(6, "q1", lambda a, b: math.sqrt(6) / (a + b), init_weight), "covers only the 6", points=2)
+    assert_hint(grade(6, "q1", lambda a, b: 6 / (a + b), init_weight), "no square root", points=2)
 
     def eager(shape, layout, seed):
         return dtensor.DVariable(dtensor.call_with_layout(tf.random.stateless_uniform, layout, shape=shape, seed=seed))
@@ -82,6 +82,51 @@ def test_ch6_q1_rejects_an_initialiser_that_ignores_its_seed_or_is_not_uniform(m
     assert "sqrt(6" in grade(6, "q1", wrong_limit, init_weight).message
 
 
+def test_ch6_q1_first_wrong_check_names_the_mistake_not_the_formula(mesh42):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    ex = exercises(6).q1
+    for wrong_limit in (lambda a, b: math.sqrt(1 / a), lambda a, b: math.sqrt(2 / (a + b)),
+                        lambda a, b: math.sqrt(6 / a), lambda a, b: math.sqrt(6) / (a + b), lambda a, b: 6 / (a + b),
+                        lambda a, b: 1.0):
+        first = ex._evaluate((wrong_limit, init_weight), {}, first_try=True).message
+        assert "sqrt(6 / (fan_in + fan_out))" not in first and "both fans" not in first, first
+        assert "sqrt(6 / (fan_in + fan_out))" in ex._evaluate((wrong_limit, init_weight), {}, first_try=False).message
+    wide = lambda s, l, seed: dtensor.DVariable(dtensor.call_with_layout(
+        tf.function(tf.random.stateless_uniform), l, shape=s, seed=seed, minval=-1.0, maxval=1.0))
+    narrow = lambda s, l, seed: dtensor.DVariable(dtensor.call_with_layout(
+        tf.function(tf.random.stateless_uniform), l, shape=s, seed=seed, minval=-0.01, maxval=0.01))
+    _, shape, _, _ = ch6._xavier_case(ex.seed)
+    limit = f"{xavier_limit(*shape):.3f}"
+    for answer, fragment in ((wide, "exceed the Xavier limit"), (narrow, "well inside the Xavier limit")):
+        first = ex._evaluate((xavier_limit, answer), {}, first_try=True).message
+        assert fragment in first and limit not in first, first
+        assert limit in ex._evaluate((xavier_limit, answer), {}, first_try=False).message
+
+
+def test_ch6_q1_seed_pairs_used_in_part_or_not_at_all(mesh42):
+    first_only = lambda s, l, seed: init_weight(s, l, [seed[0], 0])
+    second_only = lambda s, l, seed: init_weight(s, l, [seed[1], seed[1]])
+    fixed_pair = lambda s, l, seed: init_weight(s, l, [1, 2])  # the same pair reused for every call
+    assert_hint(grade(6, "q1", xavier_limit, first_only), "differ only in their second number",
+                "uses only part of the seed pair", points=1)
+    assert_hint(grade(6, "q1", xavier_limit, second_only), "differ only in their first number",
+                "uses only part of the seed pair", points=1)
+    assert_hint(grade(6, "q1", xavier_limit, fixed_pair), "ignores its `seed` argument", "a fixed seed pair",
+                points=1)
+    assert "seed=seed" not in exercises(6).q1._evaluate((xavier_limit, fixed_pair), {}, first_try=True).message
+    shifted = lambda s, l, seed: init_weight(s, l, [seed[1], seed[0]])  # every bit of the pair still counts
+    assert_correct(grade(6, "q1", xavier_limit, shifted))
+
+
+def test_ch6_q1_a_tf_variable_around_a_dtensor_is_named(mesh42):
+    import tensorflow as tf
+
+    wrapped = lambda s, l, seed: tf.Variable(init_weight(s, l, seed).read_value())
+    assert_hint(grade(6, "q1", xavier_limit, wrapped), "even when its initial value is a DTensor", points=1)
+
+
 def test_ch6_uniform_test_accepts_uniform_samples_and_rejects_a_truncated_normal():
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -101,12 +146,27 @@ def _mlp(sizes, mesh):
 
 
 def test_ch6_q2_hidden_size(mesh42):
-    assert_correct(grade(6, "q2", _mlp([784, 700, 500, 10], mesh42)))
-    assert_hint(grade(6, "q2", _mlp([784, 700, 10, 10], mesh42)), "784 -> 700 -> 10 -> 10", "overwrites")
-    assert_hint(grade(6, "q2", _mlp([784, 500, 10], mesh42)), "expected")
+    assert_correct(grade(6, "q2", _mlp([784, 300, 100, 10], mesh42)))
+    assert_hint(grade(6, "q2", _mlp([784, 100, 300, 10], mesh42)), "784 -> 100 -> 300 -> 10",
+                "not the 784 -> 300 -> 100 -> 10 it claims")
+    assert_hint(grade(6, "q2", _mlp([784, 700, 500, 10], mesh42)), "that is the chapter's network")  # chapter c16
+    assert_hint(grade(6, "q2", _mlp([784, 300, 10], mesh42)), "the network is 784 -> 300 -> 10", "claims")
+    assert_hint(grade(6, "q2", _mlp([784, 10], mesh42)), "784 -> 10;")  # a hidden list emptied by an earlier pop
     import tensorflow as tf
 
     assert_hint(grade(6, "q2", tf.Module), "not the class")
+
+
+def test_ch6_q2_the_exercise_model_has_the_bug_the_checker_names(mesh42):
+    """The bug of the exercise's BuggyMLP (pop() takes the last hidden size) is what the checker's message describes,
+    and the first wrong check does not say how to fix it."""
+    hidden, sizes = [300, 100], [784]
+    while hidden:
+        sizes.append(hidden.pop())
+    buggy = _mlp(sizes + [10], mesh42)
+    first = exercises(6).q2._evaluate((buggy,), {}, first_try=True).message
+    assert "784 -> 100 -> 300 -> 10" in first and "pop" not in first, first
+    assert "pop(0)" in grade(6, "q2", buggy).message
 
 
 def make_slots(variable):
@@ -138,6 +198,24 @@ def test_ch6_q3_slots(mesh42):
     assert_hint(grade(6, "q3", lambda v: (dtensor.DVariable(tf.ones_like(v)), make_slots(v)[1])), "start at zero",
                 points=1)
     assert_hint(grade(6, "q3", lambda v: make_slots(v)[0]), "return a pair")
+
+
+def test_ch6_q3_slots_in_tf_variables_or_without_a_layout(mesh42):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    def in_tf_variables(variable):  # zeros made on the mesh, then wrapped in tf.Variable: copied to one device
+        layout = dtensor.fetch_layout(variable)
+        return tuple(tf.Variable(dtensor.call_with_layout(tf.zeros, layout, shape=variable.shape)) for _ in range(2))
+
+    result = grade(6, "q3", in_tf_variables)
+    assert_hint(result, "m is a ResourceVariable, an ordinary tf.Variable", "even when its initial value is a DTensor")
+    assert "dtensor.DVariable" in result.message
+    assert "DVariable" not in exercises(6).q3._evaluate((in_tf_variables,), {}, first_try=True).message
+    host_zeros = lambda v: tuple(dtensor.DVariable(tf.zeros(v.shape)) for _ in range(2))
+    assert_hint(grade(6, "q3", host_zeros), "already a DTensor on the mesh", "call_with_layout")
+    like_the_weight = lambda v: tuple(dtensor.DVariable(tf.zeros_like(v)) for _ in range(2))  # zeros_like keeps it
+    assert_correct(grade(6, "q3", like_the_weight))
 
 
 def _adam_classes():
@@ -251,6 +329,62 @@ def test_ch6_q4_rejects_a_step_in_an_ordinary_variable_and_an_eager_python_count
         assert "mesh_scalar" in shown
 
 
+def _counter_variants():
+    """FixedAdam with the typical mistakes of a step counter that is a DVariable but never advances, or advances late,
+    or is an integer."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    _, FixedAdam, *_ = _adam_classes()
+
+    class PlusOne(FixedAdam):  # t = step + 1: a new tensor, the variable stays 0
+        @tf.function
+        def apply(self, gradients):
+            t = self.step + 1.0
+            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+
+    class NeverIncremented(FixedAdam):  # t = step, always 0
+        @tf.function
+        def apply(self, gradients):
+            t = self.step.read_value()
+            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+
+    class IncrementedAfterUse(FixedAdam):
+        @tf.function
+        def apply(self, gradients):
+            t = self.step.read_value()
+            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+            self.step.assign_add(1.0)
+
+    class IntegerStep(FixedAdam):
+        def __init__(self, params, **kwargs):
+            super().__init__(params, **kwargs)
+            mesh = dtensor.fetch_layout(self.params[0]).mesh
+            self.step = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, dtensor.Layout.replicated(mesh, 0),
+                                                                   shape=[], dtype=tf.int64))
+
+        @tf.function
+        def apply(self, gradients):
+            self.step.assign_add(1)
+            t = self.step.read_value()
+            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+
+    return PlusOne, NeverIncremented, IncrementedAfterUse, IntegerStep
+
+
+def test_ch6_q4_a_step_variable_that_never_advances_gets_its_own_hint(mesh42):
+    PlusOne, NeverIncremented, IncrementedAfterUse, IntegerStep = _counter_variants()
+    result = grade(6, "q4", PlusOne)
+    assert_hint(result, "uses t = 1 at every step", "still holds 0 after 3 calls", "does not change the variable")
+    assert "TRACED" not in result.message  # not the Python counter's diagnosis
+    assert_hint(grade(6, "q4", NeverIncremented), "NaN at the first step", "still holds 0 after 3 calls")
+    assert_hint(grade(6, "q4", IncrementedAfterUse), "NaN at the first step", "BEFORE the correction reads it")
+    assert_hint(grade(6, "q4", IntegerStep), "t as a float")
+    for answer in (PlusOne, NeverIncremented, IncrementedAfterUse, IntegerStep):
+        first = exercises(6).q4._evaluate((answer,), {}, first_try=True).message
+        assert "assign_add(1.0)" not in first and "tf.cast" not in first, first
+
+
 def test_ch6_host_counters_finds_scalar_variables_off_the_mesh(mesh42):
     import tensorflow as tf
 
@@ -340,6 +474,31 @@ def test_ch6_q5_broken_variable(mesh42):
     assert unanswered.status == "unanswered" and unanswered.points == 0
 
 
+def test_ch6_q5_readable_names_of_the_broken_variable(mesh42):
+    import tensorflow as tf
+
+    right_step = _sgd_step(lambda d: tf.reduce_sum(d, axis=0))
+    for name in ("b2 (the output bias)", "b2:0", "the output layer's bias", "Output bias", "variable b2",
+                 np.str_("b2"), ["b2 (output bias)"]):
+        assert_correct(grade(6, "q5", _reference(), name, right_step))
+    assert_hint(grade(6, "q5", _reference(), "the hidden bias", right_step), "'b1' changes as a right SGD step",
+                points=3)
+    assert_hint(grade(6, "q5", _reference(), "the bias", right_step), "names none of the variables", points=3)
+
+
+def test_ch6_q5_fixed_step_feedback_does_not_name_the_variable_while_broken_variable_is_wrong(mesh42):
+    import tensorflow as tf
+
+    broken_step = _sgd_step(lambda d: tf.reduce_mean(d, axis=0))
+    halved_b2 = _sgd_step(lambda d: tf.reduce_sum(d, axis=0), bias_scale=0.5)  # another b2 mistake than the bug's
+    ex = exercises(6).q5
+    for fixed in (broken_step, halved_b2):
+        first = ex._evaluate((_reference(), "w2", fixed), {}, first_try=True).message
+        assert "b2" not in first, first
+    assert_hint(grade(6, "q5", _reference(), "b2", halved_b2), "fixed_step: b2 does not change", points=3)
+    assert_hint(grade(6, "q5", _reference(), "w2", halved_b2), "1 variable does not change", "They are b2", points=2)
+
+
 def test_ch6_q5_more_right_forms(mesh42):
     import tensorflow as tf
 
@@ -406,7 +565,7 @@ def _solution_answers(name, mesh):
     import tensorflow as tf
 
     return {"q1": lambda: (xavier_limit, init_weight),
-            "q2": lambda: (_mlp([784, 700, 500, 10], mesh),),
+            "q2": lambda: (_mlp([784, 300, 100, 10], mesh),),
             "q3": lambda: (make_slots,),
             "q4": lambda: (_adam_classes()[1],),
             "q5": lambda: (_reference(), "b2", _sgd_step(lambda d: tf.reduce_sum(d, axis=0)))}[name]()
@@ -449,7 +608,7 @@ def test_ch6_the_sandbox_copy_states_no_answer(name):
     assert not undefined
     # vars, not hasattr: the stripped ch6's __getattr__ forwards to the real ch6_steps in this process
     assert not [key for key in vars(module) if key.startswith(("reference", "_reference", "_judge", "_grade"))]
-    for answer in ("b2", ["b2"], [(784, 700), (700, 500), (500, 10)]):
+    for answer in ("b2", ["b2"], [(784, 300), (300, 100), (100, 10)]):
         assert not holding(module, answer), answer
     for cls in [value for value in vars(module).values() if isinstance(value, type)]:
         if cls.__module__ == module.__name__ and issubclass(cls, module.Exercise):

@@ -10,6 +10,9 @@ FOUND = {"kernel, tf_keras": ".*dense_1/kernel", "kernel, keras_3_13": "ValueErr
          "bias, keras_3_13": "dense_1", "bias, keras_3_15": "replicated"}
 
 
+XY = [("x", 2), ("y", 4)]
+
+
 def packed_variable(mesh_dims, specs, value):
     """A DVariable built from ``value`` directly: no checkpoint is restored into it."""
     import tensorflow as tf
@@ -22,7 +25,7 @@ def packed_variable(mesh_dims, specs, value):
 
 @pytest.fixture(scope="module")
 def checkpoint_path(cpus8, tmp_path_factory):
-    """Exercise 1's checkpoint: saved_value() on batch=4 x model=2, split by columns, saved as w."""
+    """The exercise notebook's checkpoint: saved_value() on batch=4 x model=2, split by columns, saved as w."""
     import tensorflow as tf
     from tensorflow.experimental import dtensor
 
@@ -30,48 +33,87 @@ def checkpoint_path(cpus8, tmp_path_factory):
     return tf.train.Checkpoint(w=saved).save(str(tmp_path_factory.mktemp("ch7") / "w"))
 
 
-def restored_from(path, mesh_dims, specs):
-    """A zero DVariable in the given layout, with the checkpoint restored into it (as the exercise asks)."""
-    import tensorflow as tf
-    from tensorflow.experimental import dtensor
+def restorer(mesh_dims=XY, specs=("y", "x"), name="w", dtype="float32"):
+    """A learner's restore_blocks: a zero DVariable in the given layout, with the checkpoint restored into it."""
+    def restore_blocks(path):
+        import tensorflow as tf
+        from tensorflow.experimental import dtensor
 
-    from course_utils import make_mesh
+        from course_utils import make_mesh
 
-    zeros = dtensor.call_with_layout(tf.zeros, dtensor.Layout(specs, make_mesh(mesh_dims)), shape=list(ch7.SAVED_SHAPE))
-    variable = dtensor.DVariable(zeros)
-    tf.train.Checkpoint(w=variable).restore(path).assert_consumed()
-    return variable
+        layout = dtensor.Layout(list(specs), make_mesh(mesh_dims))
+        variable = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, layout, shape=list(ch7.SAVED_SHAPE),
+                                                              dtype=dtype))
+        tf.train.Checkpoint(**{name: variable}).restore(path)
+        return variable
+    return restore_blocks
 
 
 def test_ch7_q1_restore_on_another_mesh(checkpoint_path):
     from tensorflow.experimental import dtensor
 
     U = dtensor.UNSHARDED
-    restored = restored_from(checkpoint_path, [("rows", 8)], ["rows", U])
-    assert_correct(grade(7, "q1", restored))
-    assert "✗" not in grade(7, "q1", restored).message
-    assert_hint(grade(7, "q1", restored_from(checkpoint_path, [("rows", 8)], [U, U])), "is replicated", points=2)
-    assert_hint(grade(7, "q1", restored_from(checkpoint_path, [("rows", 8)], [U, "rows"])), "the rows", points=2)
-    assert_hint(grade(7, "q1", restored_from(checkpoint_path, [("batch", 4), ("model", 2)], ["batch", U])),
-                "asks for rows=8", points=1)  # the layout names 'batch', not 'rows'
-    zeros = np.zeros(ch7.SAVED_SHAPE, "float32")
-    assert_hint(grade(7, "q1", packed_variable([("rows", 8)], ["rows", U], zeros)), "still holds zeros", points=2)
-    assert_hint(grade(7, "q1", packed_variable([("rows", 8)], ["rows", U], ch7.saved_value() + 1)), "other values",
-                points=2)
-    assert_hint(grade(7, "q1", ch7.saved_value()), "should be a dtensor.DVariable")
+    assert_correct(grade(7, "q1", restorer()))
+    assert "✗" not in grade(7, "q1", restorer()).message
+    assert_correct(grade(7, "q1", restorer([("y", 4), ("x", 2)])))  # the same axes, the other order: the same blocks
+    assert_hint(grade(7, "q1", restorer(specs=(U, U))), "is replicated", points=2)
+    assert_hint(grade(7, "q1", restorer(specs=("x", "y"))), "whatever the order of the mesh's axes", points=2)
+    assert_hint(grade(7, "q1", restorer(specs=("y", U))), "split only one tensor axis", points=2)
+    assert_hint(grade(7, "q1", restorer([("rows", 8)], ("rows", U))), "the chapter's mesh rows=8", points=1)
+    assert_hint(grade(7, "q1", restorer([("batch", 4), ("model", 2)], ("batch", U))), "asks for x=2 x y=4",
+                points=1)
+    assert_hint(grade(7, "q1", restorer(name="weights")), "still holds zeros", "under the name", points=2)
+    # restorer(dtype="float64") fails inside restore(), and DTensor then refuses every operation in this process:
+    # its feedback is checked on the error's text (test_ch7_q1_errors_of_a_failed_restore)
+    assert_hint(grade(7, "q1", lambda path: packed_variable(XY, ["y", "x"], np.ones(ch7.SAVED_SHAPE, "float32"))),
+                "other values than the weight saved at checkpoint_path", points=2)
+    assert_hint(grade(7, "q1", lambda path: ch7.saved_value()), "should return a dtensor.DVariable")
+    assert_hint(grade(7, "q1", lambda path: 1 / 0), "restore_blocks raised ZeroDivisionError", "of its own")
+    assert_hint(grade(7, "q1", restorer()(checkpoint_path)), "should be a function")  # the variable, not the function
+    unanswered = grade(7, "q1", None)
+    assert unanswered.status == "unanswered"
 
 
-def test_ch7_q1_the_restore_itself_is_checked(checkpoint_path):
-    """The set-up cell imports saved_value(): packing it again is not restoring the checkpoint."""
-    from tensorflow.experimental import dtensor
+def test_ch7_q1_the_restore_itself_is_checked(checkpoint_path, tmp_path):
+    """The set-up cell imports saved_value(): packing it again, restoring the notebook's checkpoint, or reading the
+    checker's checkpoint and packing it, is not restoring the checkpoint the function is given."""
+    import tensorflow as tf
 
-    U = dtensor.UNSHARDED
-    packed = packed_variable([("rows", 8)], ["rows", U], ch7.saved_value())
-    assert not ch7.was_restored(packed) and ch7.was_restored(restored_from(checkpoint_path, [("rows", 8)], ["rows", U]))
-    assert_hint(grade(7, "q1", packed), "no checkpoint was restored into it", points=2)
-    as_float64 = packed_variable([("rows", 8)], ["rows", U], ch7.saved_value().astype("float64"))
-    assert_hint(grade(7, "q1", as_float64), "restored is float64", points=2)
+    assert ch7.was_restored(restorer()(checkpoint_path))
+    assert not ch7.was_restored(packed_variable(XY, ["y", "x"], ch7.saved_value()))
     assert not ch7.was_restored(object()) and not ch7.was_restored(ch7.saved_value())
+
+    def own_checkpoint(path):  # saved_value() packed, saved by the learner, restored from the learner's own file
+        mine = tf.train.Checkpoint(w=packed_variable(XY, ["y", "x"], ch7.saved_value())).save(str(tmp_path / "mine"))
+        return restorer()(mine)
+
+    result = grade(7, "q1", own_checkpoint)
+    assert_hint(result, "the notebook's weight (saved_value())", "checkpoint of its own", points=2)
+    assert "restored from the checkpoint" not in result.message
+    assert_hint(grade(7, "q1", lambda path: restorer()(checkpoint_path)), "the notebook's weight", points=2)
+
+    def read_and_pack(path):
+        return packed_variable(XY, ["y", "x"], tf.train.load_variable(path, "w/.ATTRIBUTES/VARIABLE_VALUE"))
+
+    assert_hint(grade(7, "q1", read_and_pack), "no checkpoint was restored into it", points=2)
+
+
+def test_ch7_q1_errors_of_a_failed_restore():
+    ex = exercises(7).q1
+    dtype = ex.judge({"kind": "error", "error": "InvalidArgumentError: 2 root error(s) found. (0) INVALID_ARGUMENT: "
+                      "tensor_name = w/.ATTRIBUTES/VARIABLE_VALUE; expected dtype double does not equal original "
+                      "dtype float"})
+    assert "dtype is not the saved weight's (float32)" in dtype.render() and dtype.points == 0
+    cancelled = ex.judge({"kind": "error", "error": "CancelledError: Function was cancelled before it was started"})
+    assert "restart the kernel" in cancelled.render()
+    packed_float64 = packed_variable(XY, ["y", "x"], ch7.saved_value().astype("float64"))
+    assert_hint(grade(7, "q1", lambda path: packed_float64), "is float64", points=2)
+
+
+def test_ch7_q1_first_wrong_check_holds_the_layout_back(checkpoint_path):
+    first = exercises(7).q1._evaluate((restorer(specs=("x", "y")),), {}, first_try=True).message
+    assert "['y', 'x']" not in first, first
+    assert "['y', 'x']" in grade(7, "q1", restorer(specs=("x", "y"))).message
 
 
 def test_ch7_q2_truth_is_what_tf_keras_and_keras_3_do(mesh42, keras2):
@@ -176,6 +218,35 @@ def test_ch7_q4_pipeline_bubble():
     assert_hint(grade(7, "q4", 0.2, "sixty"), "whole number", points=1)
 
 
+def test_ch7_more_right_forms():
+    import re
+
+    assert_correct(grade(7, "q2", dict(FOUND, **{"kernel, keras_3_13": "valueerror", "bias, keras_3_15": "Replicated",
+                                                 "kernel, tf_keras": re.compile(".*dense_1/kernel"),
+                                                 "bias, tf_keras": "no key: replicated"})))
+    assert_correct(grade(7, "q2", dict(FOUND, **{"kernel, keras_3_13": " Raises ValueError ",
+                                                 "bias, tf_keras": set()})))
+    kinds = {"a": "TP", "b": "PP", "c": "CP", "d": "Expert parallelism (MoE)"}
+    for beyond in ("b and c", "bc", ("b", "c"), frozenset("bc"), ["C", " b "], "{'b', 'c'}"):
+        assert_correct(grade(7, "q3", kinds, beyond))
+    assert_correct(grade(7, "q3", {"a": "Megatron-style tensor parallel", "b": "pipeline model parallelism",
+                                   "c": "Sequence Parallelism", "d": "mixture-of-experts"}, {"b", "c"}))
+    assert_correct(grade(7, "q3", {"a": "tensor model parallelism", "b": "GPipe", "c": "ring attention",
+                                   "d": "experts"}, {"b", "c"}))
+    assert_hint(grade(7, "q3", kinds, None), "is missing", points=4)  # None: no case beyond layouts, an answer
+    assert_hint(grade(7, "q3", kinds, "none"), "is missing", points=4)
+    assert_correct(grade(7, "q4", "20%", "63"))
+    assert_correct(grade(7, "q4", " 20 % ", 63))
+
+
+def test_ch7_q4_first_wrong_check_does_not_give_the_formula():
+    ex = exercises(7).q4
+    for answer in ((0.3, 10), (0.25, 10), (0.5, 62)):
+        first = ex._evaluate(answer, {}, first_try=True).message
+        assert "(8 - 1)" not in first and "63" not in first and "idles" not in first, first
+    assert "idles 10.1% of the step" in ex._evaluate((0.2, 62), {}, first_try=True).message  # the idle share is known
+
+
 def test_ch7_graded_feedback_keeps_answers_back():
     result = exercises(7, mode="graded").q4.evaluate(0.3, 10)
     assert result.points == 0 and "63" not in result.message and "0.2" not in result.message
@@ -197,23 +268,20 @@ def test_ch7_first_wrong_check_holds_the_answer_back(capsys):
 
 
 def test_ch7_q1_is_correct_with_another_seed(checkpoint_path):
-    """The checkpoint is the notebook's, not drawn from the seed: a grader's seed changes nothing."""
-    from tensorflow.experimental import dtensor
-
+    """The checker saves its own checkpoint from the seed: right for any seed, and the data of one seed is wrong for
+    another."""
     ex = exercises(7).q1
-    restored = restored_from(checkpoint_path, [("rows", 8)], ["rows", dtensor.UNSHARDED])
-    assert_correct(ex.judge_export(ex.export(restored, seed=12345), seed=12345))
+    assert_correct(ex.judge_export(ex.export(restorer(), seed=12345), seed=12345))
+    result = ex.judge_export(ex.export(restorer(), seed=0), seed=12345)
+    assert result.points < result.max_points and "other values" in result.message, result.message
 
 
 @pytest.mark.parametrize("name, cls", [("q1", "RestoreOnAnotherMesh")])
 def test_ch7_stripped_copy_still_collects(checkpoint_path, name, cls):
-    from tensorflow.experimental import dtensor
-
     module, _ = sandbox_copy("ch7")
     assert "judge" not in vars(getattr(module, cls)) and "restore_uid" in vars(module)
     stripped = stripped_exercise("ch7", cls, 7, name)
-    answer = restored_from(checkpoint_path, [("rows", 8)], ["rows", dtensor.UNSHARDED])
-    assert_correct(exercises(7).q1.judge_export(stripped.export(answer, seed=7), seed=7))
+    assert_correct(exercises(7).q1.judge_export(stripped.export(restorer(), seed=7), seed=7))
 
 
 # --- the graded sandbox's copy of this module states no answer ------------------------------------

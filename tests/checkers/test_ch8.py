@@ -11,7 +11,8 @@ def mystery(jax8):
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     mesh = Mesh(np.array(jax8.devices()[:8]).reshape(4, 2), ("batch", "model"))
-    return jax8.device_put(np.arange(48, dtype=np.float32).reshape(8, 6), NamedSharding(mesh, PartitionSpec("batch", None)))
+    return jax8.device_put(np.arange(72, dtype=np.float32).reshape(6, 12),
+                           NamedSharding(mesh, PartitionSpec(None, "batch")))
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,9 @@ def new_map():
     return make
 
 
-RIGHT_MAP = {".*/d1/kernel": (None, "model"), ".*/d1/bias": ("model",), ".*/d2/kernel": ("model", None)}
+RIGHT_MAP = {".*/d1/kernel": ("model", None), ".*/d2/kernel": ("model", None)}
+CHAPTER_MAP = {".*/d1/kernel": (None, "model"), ".*/d1/bias": ("model",),  # the chapter's map (its cell c20)
+               ".*/d2/kernel": ("model", None)}
 
 
 def test_ch8_q1_knows_what_jax_does_with_the_exercise_array(mystery):
@@ -36,43 +39,73 @@ def test_ch8_q1_knows_what_jax_does_with_the_exercise_array(mystery):
 
     indices = [tuple((s.start, s.stop) for s in shard.index) for shard in mystery.addressable_shards]
     spec, shard_shape, copies = ch8._reference_mystery()
-    assert tuple(mystery.sharding.spec) == spec
+    assert tuple(mystery.sharding.spec) == spec and mystery.shape == ch8.MYSTERY_SHAPE
     assert tuple(mystery.addressable_shards[0].data.shape) == shard_shape
     assert indices.count(indices[0]) == copies
 
 
-def test_ch8_q1_reads_the_sharding():
-    assert_correct(grade(8, "q1", ("batch", None), ["batch", "unsharded"], (2, 6), 2))
-    assert_correct(grade(8, "q1", ["batch", None], ("batch", "UNSHARDED"), [2, 6], 2))
+def test_ch8_q1_reads_the_sharding(mystery):
+    from keras import distribution as kd
+
+    assert_correct(grade(8, "q1", (None, "batch"), ["unsharded", "batch"], (6, 3), 2))
+    assert_correct(grade(8, "q1", [None, "batch"], ("UNSHARDED", "batch"), [6, 3], 2))
+    # every form a learner may write: the PartitionSpec itself, a TensorLayout, NumPy strings and numbers, any case
+    # of 'unsharded', spaces, the shard's own shape
+    assert_correct(grade(8, "q1", mystery.sharding.spec, [" Unsharded ", np.str_("batch")],
+                         mystery.addressable_shards[0].data.shape, np.int64(2)))
+    assert_correct(grade(8, "q1", kd.TensorLayout((None, "batch")), np.array(["unsharded", "batch"]),
+                         np.array([6, 3]), 2.0))
 
 
 @pytest.mark.parametrize("answer, fragment, points", [
-    ((("batch", "None"), ["batch", "unsharded"], (2, 6), 2), "the Python value None", 2),
-    (((None, "batch"), ["batch", "unsharded"], (2, 6), 2), "wrong order", 2),
-    ((("batch", None), ["batch", None], (2, 6), 2), "DTensor has no None", 2),
-    ((("batch", None), ["batch", "unsharded"], (8, 6), 2), "divide each split array axis", 2),
-    ((("batch", None), ["batch", "unsharded"], (2, 6), 1), "Count again", 2),
-    (((None, None), ["unsharded", "unsharded"], (8, 6), 8), "one entry per array axis", 0),
+    (((None, "None"), ["unsharded", "batch"], (6, 3), 2), "the Python value None", 2),
+    ((("batch", None), ["unsharded", "batch"], (6, 3), 2), "Which of mystery's two axes", 2),
+    (((None, "batch"), [None, "batch"], (6, 3), 2), "DTensor has no None", 2),
+    (((None, "batch"), ["batch", "unsharded"], (6, 3), 2), "in the tensor's order", 2),
+    (((None, "batch"), ["unsharded", "batch"], (6, 12), 2), "that is the whole array", 2),
+    (((None, "batch"), ["unsharded", "batch"], (2, 12), 2), "you split the rows", 2),
+    (((None, "batch"), ["unsharded", "batch"], (6, 6), 2), "the size of 'model'", 2),
+    (((None, "batch"), ["unsharded", "batch"], (6, 1), 2), "divided by all 8 devices", 2),
+    (((None, "batch"), ["unsharded", "batch"], (6, 4), 2), "divide each split array axis", 2),
+    (((None, "batch"), ["unsharded", "batch"], (6, 3), 1), "does not split the array", 2),
+    (((None, "batch"), ["unsharded", "batch"], (6, 3), 4), "the size of 'batch'", 2),
+    (((None, "batch"), ["unsharded", "batch"], (6, 3), 8), "not all 8 devices", 2),
+    (((None, None), ["unsharded", "unsharded"], (6, 12), 8), "one entry per array axis", 0),
+    (((None, "batch", None), ["unsharded", "batch"], (6, 3), 2), "mystery has 2 axes", 2),
 ])
 def test_ch8_q1_wrong_answers(answer, fragment, points):
     assert_hint(grade(8, "q1", *answer), fragment, points=points)
 
 
+@pytest.mark.parametrize("answer, held_back", [
+    ((("batch", None), ["unsharded", "batch"], (6, 3), 2), ["wrong order", "(None, 'batch')"]),
+    (((None, "batch"), ["batch", "unsharded"], (6, 3), 2), ["wrong order", "['unsharded', 'batch']"]),
+    (((None, "batch"), [None, "batch"], (6, 3), 2), ["'unsharded'", "UNSHARDED"]),
+    (((None, "batch"), ["unsharded", "batch"], (6, 12), 1), ["(6, 3)", "copies = 2"]),
+])
+def test_ch8_q1_first_wrong_check_names_the_mistake_not_the_answer(answer, held_back):
+    ex = exercises(8).q1
+    first, second = ex._evaluate(answer, {}, first_try=True).message, ex._evaluate(answer, {}, first_try=False).message
+    assert not [text for text in held_back if text in first], first
+    assert any(text in second for text in held_back), second
+
+
 def test_ch8_q1_graded_mode_keeps_the_answer_back():
-    result = exercises(8, mode="graded").q1.evaluate((None, "batch"), ["x"], (8, 6), 2)
-    assert result.points == 0 and "('batch', None)" not in result.message and "(2, 6)" not in result.message
+    result = exercises(8, mode="graded").q1.evaluate(("batch", None), ["x"], (8, 6), 2)
+    assert result.points == 0 and "(None, 'batch')" not in result.message and "(6, 3)" not in result.message
 
 
-REPLICATED_KEYS = {".*/d2/bias": (None,), ".*/d3/kernel": (None, None), ".*/d3/bias": (None,)}
+REPLICATED_KEYS = {".*/d1/bias": (None,), ".*/d2/bias": (None,), ".*/d3/kernel": (None, None), ".*/d3/bias": (None,)}
 
 
 @pytest.mark.parametrize("entries", [
     RIGHT_MAP,
-    {"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",), "mlp3/d2/kernel": ("model", None)},
-    {".+/d1/kernel": (None, "model"), ".+/d1/bias": ("model",), ".+/d2/kernel": ("model", None)},
+    {"mlp3/d1/kernel": ("model", None), "mlp3/d2/kernel": ("model", None)},
+    {".+/d1/kernel": ("model", None), ".+/d2/kernel": ("model", None)},
+    {"mlp3/d1/kernel".replace("/", "\\/"): ("model", None), "mlp3\\/d2\\/kernel": ("model", None)},  # re.escape's form
+    {".*/d[12]/kernel": ("model", None)},  # one key for both: no path matches two keys
     {**RIGHT_MAP, **REPLICATED_KEYS},  # explicit replicated keys: the same as no key
-    {**RIGHT_MAP, ".*/d3/kernel": (None,)},  # JAX leaves the axes a spec does not reach unsplit
-    {".*/d1/kernel": (None, "model"), ".*/d1/bias": ("model",), ".*/d2/kernel": ("model",)},
+    {".*/d1/kernel": ("model",), ".*/d2/kernel": ("model",)},  # JAX leaves the axes a spec does not reach unsplit
 ])
 def test_ch8_q2_port(new_map, entries):
     result = grade(8, "q2", new_map(entries))
@@ -96,16 +129,35 @@ def test_ch8_q2_explicit_replicated_axes_are_no_key_to_jax(jax8):
     assert ch8._as_layout((None, None), 1) == (None, None)  # more axes than the weight: Keras fails to place it
 
 
+def test_ch8_q2_truth_is_what_tf_keras_does(mesh42, keras2):
+    """The colleague's map, in tf_keras: the first key inserted that matches wins, so d3's kernel stays whole."""
+    from tensorflow.experimental import dtensor
+
+    from course_utils.checkers import ch8
+
+    layout_map = keras2.dtensor.experimental.LayoutMap(mesh42)
+    layout_map["d3.kernel"] = dtensor.Layout.replicated(mesh42, rank=2)
+    layout_map["d.*kernel"] = dtensor.Layout(["model", dtensor.UNSHARDED], mesh42)
+    for path, axes in ch8._reference_port_axes().items():
+        found = layout_map[path.split("/", 1)[1].replace("/", ".")]
+        specs = None if found is None or found.is_fully_replicated() else tuple(
+            None if spec == dtensor.UNSHARDED else spec for spec in found.sharding_specs)
+        assert specs == axes, path
+
+
 @pytest.mark.parametrize("entries, fragment, points", [
-    ({"d1.kernel": (None, "model"), "d1.bias": ("model",), "d2.kernel": ("model", None)}, "tf_keras' form", 0),
-    ({"d1/kernel": (None, "model"), "d1/bias": ("model",), "d2/kernel": ("model", None)}, "re.fullmatch", 0),
-    ({**RIGHT_MAP, ".*kernel": ("model", None)}, "several keys", 0),
-    ({".*/d1/kernel": ("model", None), ".*/d1/bias": ("model",), ".*/d2/kernel": (None, "model")}, "another layout", 1),
-    ({".*d1/kernel": (None, "model"), ".*d1/bias": ("model",), ".*d2/kernel": ("model", None), "mlp3/d3": ("model",)},
+    ({"d3.kernel": (None, None), "d.*kernel": ("model", None)}, "tf_keras' form", 0),
+    ({"d1/kernel": ("model", None), "d2/kernel": ("model", None)}, "re.fullmatch", 0),
+    ({".*d3.kernel": (None, None), ".*d.*kernel": ("model", None)}, "matches several keys under re.search", 0),
+    ({".*/d3/kernel": (None, None), ".*kernel": ("model", None)}, "tf_keras took the first key inserted", 0),
+    ({".*/d.*/kernel": ("model", None)}, "which key decides 'd3.kernel'", 1),
+    (CHAPTER_MAP, "That is the chapter's map", 1),
+    ({".*/d1/kernel": (None, "model"), ".*/d2/kernel": (None, "model")}, "the other axis split", 1),
+    ({".*d1/kernel": ("model", None), ".*d2/kernel": ("model", None), "mlp3/d3": ("model",)},
      "mean different things", 2),  # re.match and re.search split d3 by its key; re.fullmatch finds no key for it
     ({}, "no keys yet", 0),
     ({**RIGHT_MAP, ".*/d3/bias": (None, None)}, "more axes than they have", 1),
-    ({**RIGHT_MAP, ".*/d1/kernel": (None, None)}, "another layout", 1),  # replicated where the map splits
+    ({".*/d1/kernel": ("model", None)}, "another layout", 1),  # d2's kernel forgotten
 ])
 def test_ch8_q2_wrong_maps(new_map, entries, fragment, points):
     assert_hint(grade(8, "q2", new_map(entries)), fragment, points=points)
@@ -118,9 +170,9 @@ def test_ch8_q2_not_a_layout_map():
 def test_ch8_q2_tf_keras_form_is_named_only_for_tf_keras_keys():
     from course_utils.checkers import ch8
 
-    assert [ch8._in_tf_keras_form(key) for key in ("d1.kernel", "d2.bias", ".+/d1/kernel", ".*d1.kernel",
+    assert [ch8._in_tf_keras_form(key) for key in ("d1.kernel", "d2.bias", "d.*kernel", ".+/d1/kernel", ".*d1.kernel",
                                                    "mlp3/d1/kernel", "d1/kernel", "(")] == [
-        True, True, False, False, False, False, False]
+        True, True, True, False, False, False, False, False]
 
 
 def test_ch8_first_wrong_check_holds_the_answer_back(capsys, new_map):
@@ -128,23 +180,64 @@ def test_ch8_first_wrong_check_holds_the_answer_back(capsys, new_map):
 
     fresh = chapter_definition(8).bind()
     assert all(exercise.teach_first for exercise in fresh)
-    swapped = {".*/d1/kernel": ("model", None), ".*/d1/bias": ("model",), ".*/d2/kernel": (None, "model")}
-    fresh.q2.check(new_map(swapped))
-    first = capsys.readouterr().out
-    assert "another layout" in first and "'.*/d1/kernel': (None, 'model')" not in first
-    fresh.q2.check(new_map(swapped))
-    assert "'.*/d1/kernel': (None, 'model')" in capsys.readouterr().out
+    for wrong in ({".*/d1/kernel": (None, "model"), ".*/d2/kernel": (None, "model")},
+                  {".*/d.*/kernel": ("model", None)}, CHAPTER_MAP):
+        fresh = chapter_definition(8).bind()
+        fresh.q2.check(new_map(wrong))
+        first = capsys.readouterr().out
+        assert "'.*/d1/kernel': ('model', None)" not in first and "stays whole" not in first, first
+        fresh.q2.check(new_map(wrong))
+        assert "'.*/d1/kernel': ('model', None)" in capsys.readouterr().out
+
+
+TOTAL = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10)
+PER_DEVICE = 4 * (392 * 256 + 256 + 128 * 128 + 128 + 128 * 10 + 10)  # d1's and d2's kernels by rows over model
 
 
 def test_ch8_q3_bytes():
-    total = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10)
-    per_device = 4 * (784 * 128 + 128 + 128 * 128 + 128 + 128 * 10 + 10)
-    assert_correct(grade(8, "q3", per_device, total))
-    assert_hint(grade(8, "q3", per_device, total // 4), "a float32 takes 4 bytes", points=1)
-    assert_hint(grade(8, "q3", total // 2, total), "replicated ones", points=1)
-    assert_hint(grade(8, "q3", total // 8, total), "'batch' splits the data", points=1)
+    from course_utils.checkers import ch8
+
+    assert ch8._reference_bytes_per_device() == PER_DEVICE and TOTAL == 940_584
+    assert_correct(grade(8, "q3", PER_DEVICE, TOTAL))
+    for per_device, total in ((np.int64(PER_DEVICE), float(TOTAL)), (f"{PER_DEVICE:_}", f"{TOTAL:,}"),
+                              (np.float32(PER_DEVICE), np.array(TOTAL))):
+        assert_correct(grade(8, "q3", per_device, total))
+
+
+@pytest.mark.parametrize("per_device, total, fragment, points", [
+    (PER_DEVICE, TOTAL // 4, "counts the numbers (parameters), not their bytes", 1),
+    (PER_DEVICE // 4, TOTAL, "counts the numbers (parameters), not their bytes", 1),
+    (PER_DEVICE / 2 ** 20, TOTAL / 2 ** 20, "looks like MiB", 0),
+    (round(PER_DEVICE / 2 ** 20, 2), TOTAL, "looks like MiB", 1),
+    (PER_DEVICE, round(TOTAL / 2 ** 10, 1), "looks like KiB", 1),
+    (PER_DEVICE / 1e6, TOTAL, "looks like MB", 1),
+    (PER_DEVICE + 8, TOTAL + 8, "step counter (iterations, an int64", 0),
+    (PER_DEVICE, TOTAL - 4 * 128, "leaves out mlp3/d2/bias", 1),
+    (PER_DEVICE - 4 * 10, TOTAL, "leaves out mlp3/d3/bias", 1),
+    (PER_DEVICE - 4 * (256 + 128 + 10), TOTAL, "leaves out the biases", 1),
+    (TOTAL // 2, TOTAL, "held whole on every device", 1),
+    (TOTAL // 8, TOTAL, "'batch' splits the data", 1),
+    (4 * (196 * 256 + 256 + 64 * 128 + 128 + 1280 + 10), TOTAL, "divided by 4, the size of 'batch'", 1),
+    (PER_DEVICE - 4 * 640, TOTAL, "treats mlp3/d3/kernel as split", 1),
+    (PER_DEVICE + 4 * 16384, TOTAL, "treats mlp3/d2/kernel as whole", 1),
+    (TOTAL, PER_DEVICE, "that is the whole model", 0),
+    (PER_DEVICE, PER_DEVICE, "that is one device's share", 1),
+    (PER_DEVICE, "a lot", "give a number of bytes", 1),
+    (1, TOTAL, "go weight by weight", 1),
+])
+def test_ch8_q3_wrong_answers(per_device, total, fragment, points):
+    assert_hint(grade(8, "q3", per_device, total), fragment, points=points)
+
+
+def test_ch8_q3_first_wrong_check_does_not_do_the_arithmetic():
+    ex = exercises(8).q3
+    for answer in ((PER_DEVICE // 4, TOTAL // 4), (TOTAL // 8, TOTAL), (1, 2), (0.45, 0.9)):
+        first = ex._evaluate(answer, {}, first_try=True).message
+        assert "4 bytes" not in first and str(PER_DEVICE) not in first and str(TOTAL) not in first, first
+        assert "(size 2)" not in first, first
+    assert "A float32 takes 4 bytes" in ex._evaluate((PER_DEVICE // 4, TOTAL // 4), {}, first_try=False).message
     graded = exercises(8, mode="graded").q3.evaluate(1, 2)
-    assert graded.points == 0 and str(per_device) not in graded.message
+    assert graded.points == 0 and str(PER_DEVICE) not in graded.message
 
 
 # Exercise 4 runs the learner's function with Keras on JAX. Keras fixes its backend when it is first imported,

@@ -99,9 +99,9 @@ def test_graded_mode_hides_solutions_and_answers(capsys):
     out = capsys.readouterr().out
     assert "graded hand-out" in out and "statements = [" not in out
     wrong = [True, True, True, False, True, False]
-    assert "It is False: It is data parallelism" in study.q4.evaluate(wrong).message
+    assert "Statement 1 is False: It is data parallelism" in study.q4.evaluate(wrong).message
     message = graded.q4.evaluate(wrong).message
-    assert "statement 1: think again." in message and "It is False" not in message
+    assert "1 statement is judged wrong. Revisit:" in message and "is False" not in message
     with pytest.raises(ValueError, match="mode must be"):
         exercises(3, mode="exam")
 

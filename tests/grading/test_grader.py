@@ -164,8 +164,8 @@ def test_graded_handouts_record_feedback_without_answers_and_hints_can_cost(tmp_
         "ch3-q1": "ex.q1.hint()\n" + right_answer("q1")})
     nbformat.write(make_graded(nbformat.read(path, as_version=4)), path)
     rows = {r["exercise"]: r for r in grade.grade_folder(folder, timeout=240, echo=print, hint_cost=0.5)}
-    assert rows["q4"]["points"] == 5 and "statement 1: think again." in rows["q4"]["feedback"]
-    assert "It is False" not in rows["q4"]["feedback"]  # graded mode: the answer is not given away
+    assert rows["q4"]["points"] == 5 and "1 statement is judged wrong. Revisit:" in rows["q4"]["feedback"]
+    assert "is False" not in rows["q4"]["feedback"]  # graded mode: the answer is not given away
     assert rows["q1"]["points"] == 1.5 and rows["q1"]["hints"] == 1  # 2 points minus 0.5 for one hint
 
 
