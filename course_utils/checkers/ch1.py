@@ -76,8 +76,8 @@ def _judge_placement_mistake(key, given):
         return ("that block is open on the line, but another block is open inside it: which of the two is in force "
                 "(the chapter's 'Which request wins')?")
     if given == _reference_input_devices().get(key):
-        return (f"its input lives on CPU:{given}, but an operation does not follow its input tensors (only an "
-                "operation on a variable itself runs where the variable lives, and this code has no variables).")
+        return ("an operation does not follow its input tensors (only an operation on a variable itself runs where "
+                "the variable lives, and this code has no variables): which request is in force on its line?")
     if not 0 <= given < CPU_COUNT:
         where = ", although this notebook's kernel has one" if given < NOTEBOOK_CPUS else ""
         return f"the script's process has no CPU:{given}: its CPUs are CPU:0 to CPU:{CPU_COUNT - 1}{where}."

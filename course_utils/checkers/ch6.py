@@ -297,7 +297,15 @@ class HiddenSizeBug(Exercise):
         shapes = [tuple(v["shape"]) for v in data["variables"] if v["shape"] is not None and len(v["shape"]) == 2]
         network = _chain(shapes)
         if sorted(shapes) == sorted(right):
-            fb.right(f"the kernels are {right}: {CLAIMED}.", points=2)
+            wrong_layouts = self._judge_layouts(data["variables"])
+            if wrong_layouts:
+                fb.right(f"the kernels are {right}: {CLAIMED}.")
+                fb.wrong(f"but not every variable keeps BuggyMLP's layout: {wrong_layouts}. Fixing the sizes must not "
+                         f"change how the model is sharded.",
+                         answer="The first kernel [U, 'model'], the second ['model', U], the output layer replicated; "
+                                "each bias split like its kernel's last axis.")
+            else:
+                fb.right(f"the kernels are {right}: {CLAIMED}, with BuggyMLP's layouts.", points=2)
         elif sorted(shapes) == sorted(buggy):
             fb.wrong(f"the kernels are still {buggy}: the network is {network}, not the {CLAIMED} it claims. Every "
                      f"shape fits, so nothing fails.",
@@ -310,6 +318,20 @@ class HiddenSizeBug(Exercise):
             fb.wrong(f"the kernels are {sorted(shapes)}" + (f": the network is {network}" if network else "")
                      + f"; the class claims {CLAIMED}.")
         return fb
+
+
+    @staticmethod
+    def _judge_layouts(variables):
+        """The variables whose sharding specs are not BuggyMLP's (column-, then row-parallel, replicated output),
+        as text; "" when all are right. Off the mesh (not a DVariable), a variable's specs are None."""
+        expected = {(784, 300): [UNSHARDED, "model"], (300,): ["model"], (300, 100): ["model", UNSHARDED],
+                    (100,): [UNSHARDED], (100, 10): [UNSHARDED, UNSHARDED], (10,): [UNSHARDED]}
+        wrong = []
+        for v in variables:
+            shape = tuple(v["shape"] or ())
+            if shape in expected and v["specs"] != expected[shape]:
+                wrong.append(f"{list(shape)} is {'not on the mesh' if v['specs'] is None else v['specs']}")
+        return ", ".join(wrong)
 
 
 WEIGHT_LAYOUTS = ([UNSHARDED, "model"], ["model", UNSHARDED], ["batch", UNSHARDED], ["batch", "model"],

@@ -242,7 +242,8 @@ class PortLayoutMap(Exercise):
         found = {rule: {} for rule in RULES}
         for rule in RULES:
             for path, shape in PORT_SHAPES.items():
-                matching = [key for key in keys if getattr(re, rule)(key, path)]
+                # an exact key wins before any pattern, in tf_keras and in Keras 3 (LayoutMap.__getitem__)
+                matching = [path] if path in keys else [key for key in keys if getattr(re, rule)(key, path)]
                 found[rule][path] = ("several" if len(matching) > 1 else
                                      _as_layout(keys[matching[0]], len(shape)) if matching else None)
         several = [(path, rule) for rule in RULES[1:] for path in PORT_SHAPES if found[rule][path] == "several"]

@@ -636,3 +636,22 @@ def test_ch4_the_sandbox_copy_states_no_answer():
     assert module.MATMUL_CASES == ch4.MATMUL_CASES and module.SHARD_LAYOUTS == ch4.SHARD_LAYOUTS
     for cls in module.CHAPTER.exercises:  # BudgetProduct comes from the real ch4_build here
         assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls)))
+
+
+def test_ch4_q4_the_question_shows_the_cases_the_checker_judges():
+    """The exercise's table and the checker's cases are written twice (markdown and MATMUL_CASES): they must agree."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    from course_utils.checkers.ch4 import MATMUL_CASES
+
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("solutions", "exercises"):
+        nb = nbformat.read(root / folder / "04_meshes_and_layouts.ipynb", as_version=4)
+        question = next(c.source for c in nb.cells if c.get("id") == "c14")
+        assert "`x` of shape `[8, 4]` and `w` of shape `[4, 8]`" in question
+        for key, case in MATMUL_CASES.items():
+            x_specs, w_specs = re.fullmatch(r"x (\[.*\]) @ w (\[.*\])", case).groups()
+            assert f"| **{key}** | `{x_specs}` | `{w_specs}` |" in question, (folder, key, case)

@@ -135,13 +135,26 @@ def test_ch6_uniform_test_accepts_uniform_samples_and_rejects_a_truncated_normal
     assert ch6._cdf_distance_to_uniform(normal, 0.2) > ch6.MAX_CDF_DISTANCE
 
 
-def _mlp(sizes, mesh):
-    """A stand-in for the notebook's MLP: the checker only looks at the kernels' shapes."""
+U = "unsharded"
+BUGGY_LAYOUTS = [([U, "model"], ["model"]), (["model", U], [U])]  # then replicated: what BuggyMLP shards
+
+
+def _mlp(sizes, mesh, layouts=BUGGY_LAYOUTS, on_mesh=True):
+    """A stand-in for the notebook's MLP: DVariables (or plain variables) of its kernels' and biases' shapes, the
+    first layers laid out as ``layouts`` (kernel specs, bias specs), the others replicated."""
     import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    def variable(shape, specs):
+        if not on_mesh:
+            return tf.Variable(tf.zeros(shape))
+        return dtensor.DVariable(dtensor.call_with_layout(tf.zeros, dtensor.Layout(specs, mesh), shape=shape))
 
     module = tf.Module()
-    module.layers = [tf.Variable(tf.zeros([a, b])) for a, b in zip(sizes, sizes[1:])]
-    module.biases = [tf.Variable(tf.zeros([b])) for b in sizes[1:]]
+    pairs = list(zip(sizes, sizes[1:]))
+    chosen = [layouts[i] if i < len(layouts) else ([U, U], [U]) for i in range(len(pairs))]
+    module.layers = [variable([a, b], kernel) for (a, b), (kernel, _) in zip(pairs, chosen)]
+    module.biases = [variable([b], bias) for (_, b), (_, bias) in zip(pairs, chosen)]
     return module
 
 
@@ -155,6 +168,16 @@ def test_ch6_q2_hidden_size(mesh42):
     import tensorflow as tf
 
     assert_hint(grade(6, "q2", tf.Module), "not the class")
+
+
+@pytest.mark.parametrize("layouts, on_mesh, named", [
+    ([(["model", U], ["model"]), ([U, "model"], [U])], True, "[784, 300] is ['model', 'unsharded']"),  # swapped
+    ([], True, "[784, 300] is ['unsharded', 'unsharded']"),  # every layer replicated
+    (BUGGY_LAYOUTS, False, "[784, 300] is not on the mesh"),  # plain tf.Variables
+])
+def test_ch6_q2_the_fixed_sizes_must_keep_the_layouts(mesh42, layouts, on_mesh, named):
+    result = grade(6, "q2", _mlp([784, 300, 100, 10], mesh42, layouts, on_mesh))
+    assert_hint(result, "784 -> 300 -> 100 -> 10", named, "must not change how the model is sharded", points=1)
 
 
 def test_ch6_q2_the_exercise_model_has_the_bug_the_checker_names(mesh42):

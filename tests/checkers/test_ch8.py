@@ -106,6 +106,7 @@ REPLICATED_KEYS = {".*/d1/bias": (None,), ".*/d2/bias": (None,), ".*/d3/kernel":
     {".*/d[12]/kernel": ("model", None)},  # one key for both: no path matches two keys
     {**RIGHT_MAP, **REPLICATED_KEYS},  # explicit replicated keys: the same as no key
     {".*/d1/kernel": ("model",), ".*/d2/kernel": ("model",)},  # JAX leaves the axes a spec does not reach unsplit
+    {"mlp3/d3/kernel": (None, None), ".*kernel": ("model", None)},  # an exact key wins before any pattern
 ])
 def test_ch8_q2_port(new_map, entries):
     result = grade(8, "q2", new_map(entries))
