@@ -118,3 +118,9 @@ def test_replacing_a_course_utils_function_is_flagged():
                            "from course_utils.checkers import ch5_cases\nch5_cases.layout_of = print",
                            "x = memory.bytes_per_device(v)  # reading one is fine\nif a.b == c.d: pass"])
     assert suspicious_code(nb) == ["replaces a course_utils function (cells 1, 2)"]
+
+
+def test_the_handout_package_is_never_copied_over_an_existing_one(tmp_path):
+    handout_package(ROOT / "course_utils", tmp_path)
+    with pytest.raises(FileExistsError):
+        handout_package(ROOT / "course_utils", tmp_path)
