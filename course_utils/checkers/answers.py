@@ -6,11 +6,15 @@ graders can say what they expected instead of raising. TensorFlow is imported on
 functions that need it.
 """
 import math
+import numbers
+import re
+
+import numpy as np
 
 from ..meshes import UNSHARDED
 
-__all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_bytes", "as_collective", "as_float", "as_int", "as_shape",
-           "checker_mesh", "close",
+__all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_bytes", "as_collective", "as_float", "as_int", "as_number",
+           "as_shape", "checker_mesh", "close",
            "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
            "only_ellipses", "quiet_tensorflow", "short_error", "specs"]
 
@@ -101,28 +105,43 @@ def as_bool_list(feedback, answer, count, item, meaning):
     return values
 
 
-def as_int(value):
-    """An int from an int or an integral NumPy number; else None (bools are not ints here)."""
-    if isinstance(value, bool):
+def as_number(value):
+    """A finite float from anything ``float()`` takes (ints, floats, NumPy numbers, 0-d arrays and tensors,
+    ``Fraction``) or from text a learner might type: ``"4096"``, ``" 0.2 "``, ``"940_584"``, ``"940,584"``,
+    ``"940 584"`` (thousands grouped), ``"20%"`` (0.2); else None (bools are not numbers here).
+
+    Example: ``as_number("1,024") == 1024.0``; ``as_number("64 MiB") is None``.
+    """
+    if isinstance(value, (bool, np.bool_)):
         return None
+    scale = 1.0
+    if isinstance(value, str):
+        value = value.strip().replace("_", "")
+        if value.endswith("%"):
+            value, scale = value[:-1].strip(), 0.01
+        if re.fullmatch(r"[+-]?\d{1,3}([ ,]\d{3})+(\.\d*)?", value):
+            value = value.replace(",", "").replace(" ", "")
     try:
-        if int(value) == value:
-            return int(value)
+        number = float(value) * scale
     except (TypeError, ValueError, OverflowError):
-        pass
-    return None
+        return None
+    return number if math.isfinite(number) else None
+
+
+def as_int(value):
+    """An int from an int, an integral NumPy number or float, or text such as ``"2"`` (see :func:`as_number`);
+    else None (bools are not ints here)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)  # exact, however large
+    number = as_number(value)
+    return int(number) if number is not None and number == int(number) else None
 
 
 def as_bytes(value):
-    """A whole number of bytes from anything ``float()`` takes that is a number (an int, a float such as
-    ``2 * 3 / 4 * n``, a NumPy number or 0-d array; rounded); else None (bools and strings are not bytes)."""
-    if isinstance(value, (bool, str, bytes)):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return round(number) if number == number and abs(number) != float("inf") else None
+    """A whole number of bytes from a number or numeric text (see :func:`as_number`: an int, a float such as
+    ``2 * 3 / 4 * n``, a NumPy number or 0-d array, ``"4096"``; rounded); else None (``"96 MiB"`` is not bytes)."""
+    number = as_number(value)
+    return None if number is None else round(number)
 
 
 def as_shape(value):
@@ -165,7 +184,6 @@ def mesh_dims(mesh):
 
 def global_numpy(value):
     """The full (global) value of a tensor, variable, DTensor or array as a NumPy array."""
-    import numpy as np
     import tensorflow as tf
     from tensorflow.experimental import dtensor
 

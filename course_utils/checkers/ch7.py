@@ -2,7 +2,7 @@
 import math
 import re
 
-from .answers import (UNSHARDED, as_int, checker_mesh, global_numpy, grade_items, layout_of, mesh_dims, on_mesh,
+from .answers import (UNSHARDED, as_int, as_number, checker_mesh, global_numpy, grade_items, layout_of, mesh_dims, on_mesh,
                       only_ellipses, short_error)
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
@@ -364,10 +364,20 @@ class NameTheParallelism(Exercise):
         return fb
 
 
-# Exercise 4: the pipeline bubble of a GPipe-style schedule.
+# Exercise 4: what the bubble costs a GPipe-style schedule.
+STAGES, MICRO_BATCHES = 4, 12  # the pipeline of the first part
+WIDE_STAGES, MOST_IDLE = 8, 0.1  # the second part: 8 stages, each device idle at most 10 % of a step
+
+
 def _reference_bubble(stages, micro_batches):
     """The share of a step each device idles in a GPipe-style schedule: (d - 1) / (m + d - 1)."""
     return (stages - 1) / (micro_batches + stages - 1)
+
+
+def _reference_speedup(stages, micro_batches):
+    """How many times faster a step runs on ``stages`` pipelined devices than on one device holding every stage:
+    one device takes m * d slots of one stage's work on one micro-batch, the pipeline m + d - 1."""
+    return stages * micro_batches / (micro_batches + stages - 1)
 
 
 def _reference_fewest_micro_batches(stages, at_most):
@@ -378,64 +388,73 @@ def _reference_fewest_micro_batches(stages, at_most):
     return m
 
 
-def _number(raw):
-    """A float from anything ``float()`` takes (NumPy numbers, scalar arrays and tensors, Fractions, '0.2'), or a
-    percentage written as text ('20%', '20 %'); else None."""
-    if isinstance(raw, bool):
-        return None
-    scale = 1.0
-    if isinstance(raw, str) and raw.strip().endswith("%"):
-        raw, scale = raw.strip()[:-1], 0.01
-    try:
-        value = float(raw) * scale
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return value if math.isfinite(value) else None
+def _times(raw):
+    """A number from an answer such as 3.2, '3.2', '3.2x' or '3.2 ×' (see as_number); else None."""
+    if isinstance(raw, str):
+        raw = raw.strip().rstrip("x×X").strip()
+    return as_number(raw)
 
 
 class PipelineBubble(Exercise):
-    title = "The pipeline bubble"
+    title = "What the pipeline bubble costs"
     points = 2
     hints = (
-        "With d stages and m micro-batches, each device idles (d - 1) / (m + d - 1) of a step.",
-        "For the second part, solve (d - 1) / (m + d - 1) <= 0.1 for m, and take the smallest whole number.",
+        "Time a step in slots: one slot is one stage's work on one micro-batch. In how many slots has the last "
+        "stage finished the last micro-batch? In how many does one device that runs every stage finish them all?",
+        "The pipeline's step takes m + d - 1 slots (d - 1 to fill it), one device m * d slots: the speed-up is "
+        "m * d / (m + d - 1) = d * (1 - bubble). For the second part, solve (d - 1) / (m + d - 1) <= 0.1 for m and "
+        "take the smallest whole number.",
     )
 
-    def grade(self, idle, micro_batches):
+    def grade(self, speedup, micro_batches):
         fb = Feedback()
-        right_idle, given_idle = _reference_bubble(4, 12), _number(idle)
-        idle_ok = given_idle is not None and abs(given_idle - right_idle) < 1e-3
-        if idle_ok:
-            fb.right("idle share with 4 stages and 12 micro-batches")
-        elif given_idle is None:
-            fb.wrong(f"idle: give a number, the share of the step as a fraction (0.5 for half), got {idle!r}.")
-        elif abs(given_idle - 0.25) < 1e-3:  # (d - 1) / m = 3/12, or d / (m + d) = 4/16
-            fb.wrong("idle: 0.25 counts the slots of the step wrong. How many slots does the pipeline take to fill "
-                     "before the last stage gets its first micro-batch, and in how many of all the step's slots "
-                     "does each device work?", answer=f"idle = (4 - 1) / (12 + 4 - 1) = {right_idle}")
-        elif given_idle > 1:
-            fb.wrong("idle: give a share between 0 and 1 (0.25 for a quarter), not a percentage.")
-        else:
-            fb.wrong("idle: count the slots of a step (the micro-batches, plus those the pipeline needs to fill and "
-                     "drain), and the slots in which each device has nothing to do.",
-                     answer=f"idle = (4 - 1) / (12 + 4 - 1) = {right_idle}")
-        given_m = as_int(_number(micro_batches)) if isinstance(micro_batches, str) else as_int(micro_batches)
-        right_m = _reference_fewest_micro_batches(8, 0.1)
+        speedup_ok = self._grade_speedup(fb, speedup, _times(speedup))
+        given_m, right_m = as_int(micro_batches), _reference_fewest_micro_batches(WIDE_STAGES, MOST_IDLE)
         if given_m == right_m:
-            fb.right("fewest micro-batches for at most 10 % idle with 8 stages")
+            fb.right(f"fewest micro-batches for at most {MOST_IDLE:.0%} idle with {WIDE_STAGES} stages")
         elif given_m is None:
             fb.wrong(f"micro_batches: give a whole number of micro-batches, got {micro_batches!r}.")
         elif given_m > right_m:
             fb.wrong("micro_batches: that works, but fewer would too: find the smallest.")
-        elif given_m > 0:
-            idle_share = _reference_bubble(8, given_m)
-            shown = f" each device idles {idle_share:.1%} of the step with 8 stages," if idle_ok else ""
-            fb.wrong(f"micro_batches: with {given_m},{shown} more than 10 % of the step is idle: find the smallest "
-                     f"whole number of micro-batches that keeps the bubble at most 10 %.",
+        elif given_m > 0:  # the idle share of the learner's m only once the slots are counted right
+            idle = f" each device idles {_reference_bubble(WIDE_STAGES, given_m):.1%} of the step," if speedup_ok else ""
+            fb.wrong(f"micro_batches: with {given_m} and {WIDE_STAGES} stages,{idle} more than {MOST_IDLE:.0%} of the "
+                     f"step is idle: find the smallest whole number of micro-batches that keeps the bubble at most "
+                     f"{MOST_IDLE:.0%}.",
                      answer=f"(8 - 1) / (m + 8 - 1) <= 0.1: micro_batches = {right_m}")
         else:
             fb.wrong(f"micro_batches: give a positive number of micro-batches, got {micro_batches!r}.")
         return fb
+
+    @staticmethod
+    def _grade_speedup(fb, raw, given):
+        right = _reference_speedup(STAGES, MICRO_BATCHES)
+        answer = (f"One device: {MICRO_BATCHES} x {STAGES} = {MICRO_BATCHES * STAGES} slots; the pipeline: "
+                  f"{MICRO_BATCHES} + {STAGES} - 1 = {MICRO_BATCHES + STAGES - 1} slots; speedup = {right:g}")
+        def near(value):
+            return given is not None and abs(given - value) < 1e-3 * max(1.0, abs(value))
+        if near(right):
+            fb.right(f"speed-up of {STAGES} pipelined stages with {MICRO_BATCHES} micro-batches")
+            return True
+        if given is None:
+            fb.wrong(f"speedup: give a number (how many times faster), got {raw!r}.")
+        elif near(STAGES):
+            fb.wrong("speedup: that is the speed-up of a pipeline with no bubble. While the pipeline fills and "
+                     "drains, some devices have nothing to do: how many slots does the whole step take?",
+                     answer=answer)
+        elif near(1 / right):
+            fb.wrong("speedup: that is the pipeline's time as a share of one device's: the question asks how many "
+                     "times FASTER the pipeline is (a number above 1).", answer=answer)
+        elif near(1 - _reference_bubble(STAGES, MICRO_BATCHES)) or near(_reference_bubble(STAGES, MICRO_BATCHES)):
+            fb.wrong("speedup: that is a share of the step (the time each device works, or idles), not a speed-up. "
+                     "Compare the step's time on one device with its time on the pipeline.", answer=answer)
+        elif near(STAGES * MICRO_BATCHES / (MICRO_BATCHES + STAGES)):
+            fb.wrong("speedup: your pipeline step is one slot too long. The last stage gets the first micro-batch "
+                     "after how many slots of filling?", answer=answer)
+        else:
+            fb.wrong("speedup: count the slots of one step on the pipeline (the micro-batches, plus those it takes "
+                     "to fill) and on one device (every stage of every micro-batch), and divide.", answer=answer)
+        return False
 
 
 CHAPTER = chapter(7, "Where next", [RestoreOnAnotherMesh, LayoutMapRules, NameTheParallelism, PipelineBubble])

@@ -9,7 +9,7 @@ Keras or TensorFlow at module level.
 import math
 import re
 
-from .answers import as_int, as_shape
+from .answers import as_int, as_number, as_shape
 from .core import Exercise, Feedback, chapter
 from .ch8_build import BudgetStep
 from .ch8_run import key_text
@@ -319,19 +319,6 @@ def _bytes_of(path, layouts, mesh_axes=MESH_AXES, shapes=PORT_SHAPES, bytes_per_
 UNITS = ((2 ** 20, "MiB"), (2 ** 10, "KiB"), (10 ** 6, "MB"), (10 ** 3, "kB"))
 
 
-def _number(raw):
-    """A float from a number (NumPy's too) or a numeric string ('940_584', '940 584', '940,584'); else None."""
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, str):
-        raw = raw.strip().replace("_", "").replace(" ", "").replace(",", "")
-    try:
-        value = float(raw)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return value if math.isfinite(value) else None
-
-
 class PredictBytes(Exercise):
     title = "Predict the bytes each device holds"
     points = 2
@@ -347,9 +334,9 @@ class PredictBytes(Exercise):
         fb = Feedback()
         whole = {path: None for path in PORT_SHAPES}
         want_total, want = _reference_bytes_per_device(whole), _reference_bytes_per_device()
-        self._grade_count(fb, "weight_bytes_total", _number(weight_bytes_total), weight_bytes_total, want_total, whole,
+        self._grade_count(fb, "weight_bytes_total", as_number(weight_bytes_total), weight_bytes_total, want_total, whole,
                           other=want)
-        self._grade_count(fb, "weight_bytes_per_device", _number(weight_bytes_per_device), weight_bytes_per_device,
+        self._grade_count(fb, "weight_bytes_per_device", as_number(weight_bytes_per_device), weight_bytes_per_device,
                           want, _reference_port_axes(), other=want_total)
         return fb
 

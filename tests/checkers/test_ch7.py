@@ -199,23 +199,30 @@ def test_ch7_q4_pipeline_bubble():
     import tensorflow as tf
     from fractions import Fraction
 
-    assert ch7._reference_bubble(4, 12) == 0.2 and ch7._reference_fewest_micro_batches(8, 0.1) == 63
-    assert_correct(grade(7, "q4", 0.2, 63))
-    for idle in (np.float32(0.2), np.array(0.2), tf.constant(0.2), Fraction(1, 5), 3 / 15, "0.2"):
-        assert_correct(grade(7, "q4", idle, np.int64(63)))  # anything float() takes
-    assert_correct(grade(7, "q4", 0.2, 63.0))
-    for quarter in (3 / 12, 4 / 16):  # (d - 1) / m and d / (m + d): the same 0.25, the same diagnosis
-        result = grade(7, "q4", quarter, 63)
-        assert_hint(result, "0.25 counts the slots of the step wrong", points=1)
-        assert "not m" not in result.message
-    assert_hint(grade(7, "q4", 20, 63), "not a percentage", points=1)
-    assert_hint(grade(7, "q4", "a fifth", 63), "give a number", points=1)
-    assert_hint(grade(7, "q4", 0.5, 63), "count the slots", points=1)
-    assert_hint(grade(7, "q4", 0.2, 62), "idles 10.1% of the step", "more than 10 %", points=1)
-    assert_hint(grade(7, "q4", 0.2, 0), "positive number", points=1)
-    assert_hint(grade(7, "q4", 0.2, 100), "fewer would too", points=1)
-    assert_hint(grade(7, "q4", 0.2, 10), "more than 10 %", points=1)
-    assert_hint(grade(7, "q4", 0.2, "sixty"), "whole number", points=1)
+    assert ch7._reference_speedup(4, 12) == 3.2 and ch7._reference_fewest_micro_batches(8, 0.1) == 63
+    assert ch7._reference_speedup(4, 12) == 4 * (1 - ch7._reference_bubble(4, 12))  # d * (1 - bubble)
+    assert_correct(grade(7, "q4", 3.2, 63))
+    for speedup in (np.float32(3.2), np.array(3.2), tf.constant(3.2), Fraction(16, 5), 48 / 15, "3.2", "3.2x",
+                    " 3.2 × ", 4 * (1 - 3 / 15)):
+        assert_correct(grade(7, "q4", speedup, np.int64(63)))  # anything float() takes, and 'times'
+    assert_correct(grade(7, "q4", 3.2, 63.0))
+    assert_correct(grade(7, "q4", 3.2, "63"))
+
+
+def test_ch7_q4_wrong_answers_get_aimed_hints():
+    assert_hint(grade(7, "q4", 4, 63), "no bubble", points=1)  # the ideal speed-up: copies the stage count
+    assert_hint(grade(7, "q4", 15 / 48, 63), "FASTER", points=1)  # inverted
+    for share in (0.8, 0.2):  # 1 - bubble(4, 12), bubble(4, 12): what copying the chapter's bubble() gives
+        assert_hint(grade(7, "q4", share, 63), "a share of the step", points=1)
+    assert_hint(grade(7, "q4", 48 / 16, 63), "one slot too long", points=1)  # m + d slots
+    assert_hint(grade(7, "q4", "three", 63), "give a number", points=1)
+    assert_hint(grade(7, "q4", 2.5, 63), "count the slots", points=1)
+    assert_hint(grade(7, "q4", 3.2, 62), "idles 10.1% of the step", "more than 10%", points=1)
+    assert "idles" not in grade(7, "q4", 4, 62).message  # the idle share only once the slots are counted right
+    assert_hint(grade(7, "q4", 3.2, 0), "positive number", points=1)
+    assert_hint(grade(7, "q4", 3.2, 100), "fewer would too", points=1)
+    assert_hint(grade(7, "q4", 3.2, 10), "more than 10%", points=1)
+    assert_hint(grade(7, "q4", 3.2, "sixty"), "whole number", points=1)
 
 
 def test_ch7_more_right_forms():
@@ -235,21 +242,20 @@ def test_ch7_more_right_forms():
                                    "d": "experts"}, {"b", "c"}))
     assert_hint(grade(7, "q3", kinds, None), "is missing", points=4)  # None: no case beyond layouts, an answer
     assert_hint(grade(7, "q3", kinds, "none"), "is missing", points=4)
-    assert_correct(grade(7, "q4", "20%", "63"))
-    assert_correct(grade(7, "q4", " 20 % ", 63))
 
 
 def test_ch7_q4_first_wrong_check_does_not_give_the_formula():
     ex = exercises(7).q4
-    for answer in ((0.3, 10), (0.25, 10), (0.5, 62)):
+    for answer in ((0.3, 10), (4, 10), (0.8, 62), (3.0, 62)):
         first = ex._evaluate(answer, {}, first_try=True).message
-        assert "(8 - 1)" not in first and "63" not in first and "idles" not in first, first
-    assert "idles 10.1% of the step" in ex._evaluate((0.2, 62), {}, first_try=True).message  # the idle share is known
+        assert "(8 - 1)" not in first and "63" not in first and "idles 1" not in first and "3.2" not in first, first
+        assert "slots;" not in first, first
+    assert "idles 10.1% of the step" in ex._evaluate((3.2, 62), {}, first_try=True).message  # slots counted right
 
 
 def test_ch7_graded_feedback_keeps_answers_back():
     result = exercises(7, mode="graded").q4.evaluate(0.3, 10)
-    assert result.points == 0 and "63" not in result.message and "0.2" not in result.message
+    assert result.points == 0 and "63" not in result.message and "3.2" not in result.message
     result = exercises(7, mode="graded").q3.evaluate({"a": "tensor", "b": "pipeline", "c": "sequence", "d": "expert"},
                                                      {"b", "d"})
     assert result.points == 4 and "They are b" not in result.message
@@ -262,7 +268,7 @@ def test_ch7_first_wrong_check_holds_the_answer_back(capsys):
     assert all(exercise.teach_first for exercise in fresh)
     fresh.q4.check(0.3, 10)
     first = capsys.readouterr().out
-    assert "idle = " not in first and "micro_batches = 63" not in first and "a second wrong check" in first
+    assert "speedup = " not in first and "micro_batches = 63" not in first and "a second wrong check" in first
     fresh.q4.check(0.3, 10)
     assert "micro_batches = 63" in capsys.readouterr().out
 
@@ -291,12 +297,12 @@ def test_ch7_the_sandbox_copy_states_no_answer():
     assert not undefined
     for gone in ("layout_map_lookup", "DESCRIPTIONS", "BEYOND_LAYOUTS", "bubble", "fewest_micro_batches",
                  "_reference_layout_map_lookup", "_reference_descriptions", "_reference_beyond_layouts",
-                 "_reference_bubble", "_reference_fewest_micro_batches"):
+                 "_reference_bubble", "_reference_speedup", "_reference_fewest_micro_batches"):
         assert not hasattr(module, gone), gone
     found = {f"{part}, {rule}": ch7._reference_layout_map_lookup(rule, path)
              for part, path in ch7.PATHS.items() for rule in ch7.RULES}
     for answer in (found, ch7._reference_descriptions(), ch7._reference_beyond_layouts(),
-                   ch7._reference_bubble(4, 12), ch7._reference_fewest_micro_batches(8, 0.1)):
+                   ch7._reference_speedup(4, 12), ch7._reference_fewest_micro_batches(8, 0.1)):
         assert not holding(module, answer), answer
     assert module.CASES == tuple(ch7._reference_descriptions())
     for cls in module.CHAPTER.exercises:

@@ -90,6 +90,11 @@ def test_ch8_q1_first_wrong_check_names_the_mistake_not_the_answer(answer, held_
     assert any(text in second for text in held_back), second
 
 
+def test_ch8_q1_counts_typed_as_text_are_numbers():
+    assert_correct(grade(8, "q1", (None, "batch"), ["unsharded", "batch"], (6, 3), "2"))
+    assert_correct(grade(8, "q1", (None, "batch"), ["unsharded", "batch"], (6, 3), " 2 "))
+
+
 def test_ch8_q1_graded_mode_keeps_the_answer_back():
     result = exercises(8, mode="graded").q1.evaluate(("batch", None), ["x"], (8, 6), 2)
     assert result.points == 0 and "(None, 'batch')" not in result.message and "(6, 3)" not in result.message

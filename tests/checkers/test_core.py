@@ -155,3 +155,19 @@ def test_as_bytes_rounds_numbers_and_refuses_the_rest():
 
     assert as_bytes(2 * 3 / 4 * 96) == 144 and as_bytes(np.int64(48)) == 48 and as_bytes(47.6) == 48
     assert as_bytes(True) is None and as_bytes("96 MiB") is None and as_bytes(None) is None
+    assert as_bytes("4096") == 4096 and as_bytes(" 67,108,864 ") == 67108864  # numbers typed as text
+
+
+def test_as_number_and_as_int_read_what_a_learner_types():
+    from fractions import Fraction
+
+    from course_utils.checkers.answers import as_int, as_number
+
+    for text, number in (("4096", 4096), (" 0.2 ", 0.2), ("940_584", 940584), ("940,584", 940584),
+                         ("940 584", 940584), ("20%", 0.2), (" 20 % ", 0.2), (Fraction(1, 5), 0.2),
+                         (np.float32(0.5), 0.5), (np.array(2.0), 2.0)):
+        assert as_number(text) == pytest.approx(number), text
+    for unreadable in ("1,5", "64 MiB", "two", True, np.bool_(True), None, [1], float("nan"), float("inf")):
+        assert as_number(unreadable) is None, unreadable
+    assert as_int("2") == 2 and as_int(np.int64(3)) == 3 and as_int(63.0) == 63 and as_int(2 ** 70) == 2 ** 70
+    assert as_int("2.5") is None and as_int(2.5) is None and as_int(True) is None
