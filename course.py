@@ -13,9 +13,12 @@ import subprocess
 import sys
 import time
 import venv
+import xml.etree.ElementTree as ElementTree
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+REPORTS = ROOT / "test-artifacts"  # each environment's JUnit report, <env>.xml, read for its time table
 VENVS = {"main": (".venv", "requirements.txt"), "colab": (".venv-colab", "requirements-colab.txt")}
 STAMP = ".requirements.sha256"
 TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser] [--skip-browser] [pytest options]
@@ -82,7 +85,7 @@ def install_failure(pip_errors, requirements_name, folder):
 def test_runs(pytest_args):
     """The pytest arguments of each test environment (after the options of pyproject.toml)."""
     workers = ["-n", "auto"]  # one pytest-xdist worker per CPU core
-    return {
+    runs = {
         # loadfile: all cells of a notebook (nbval items sharing one kernel) stay on one worker
         "main": (["main"], [*workers, "--dist", "loadfile", *pytest_args]),
         # load: the Colab-like tests are one file with a test per notebook, spread over the workers
@@ -90,6 +93,21 @@ def test_runs(pytest_args):
                                       f"--colab-python={python_of('colab')}", *pytest_args]),
         "browser": (["main"], ["tests/environments/test_jupyterlab.py", *pytest_args]),
     }
+    return {env: (venvs, [*args, f"--junitxml={REPORTS / env}.xml"]) for env, (venvs, args) in runs.items()}
+
+
+def time_table(report, rows=12):
+    """The test files (or notebooks) that took longest in a JUnit ``report``: ``[(name, tests, seconds)]``.
+
+    Seconds are summed over the file's tests, as the workers spent them (not wall time: workers run in parallel).
+    """
+    files = defaultdict(lambda: [0, 0.0])
+    for case in ElementTree.parse(report).iter("testcase"):
+        name = case.get("classname", "").split("::")[0] or case.get("name", "?")
+        files[name][0] += 1
+        files[name][1] += float(case.get("time", 0))
+    ranked = sorted(files.items(), key=lambda item: -item[1][1])
+    return [(name, tests, seconds) for name, (tests, seconds) in ranked[:rows]]
 
 
 def run_tests(argv):
@@ -112,6 +130,10 @@ def run_tests(argv):
         start = time.monotonic()
         status = subprocess.run([python, "-m", "pytest", *args], cwd=ROOT).returncode
         results.append((env, status, time.monotonic() - start))
+        if (REPORTS / f"{env}.xml").exists():
+            print(f"\n=== Where `{env}` spent its time (test seconds summed per file; workers run side by side)")
+            for name, tests, seconds in time_table(REPORTS / f"{env}.xml"):
+                print(f"{seconds:8.1f} s  {tests:5d} test(s)  {name}")
     print("\n=== Test environments")
     for env, status, seconds in results:
         print(f"{env:8} {'passed' if status == 0 else f'FAILED (pytest exit status {status})':36} {seconds:6.0f} s")

@@ -31,11 +31,23 @@ def test_other_pip_failures_keep_pip_s_own_errors(course):
 
 def test_each_environment_runs_its_own_tests_on_every_core(course):
     runs = course.test_runs(["-x"])
-    assert runs["main"] == (["main"], ["-n", "auto", "--dist", "loadfile", "-x"])
+    assert runs["main"] == (["main"], ["-n", "auto", "--dist", "loadfile", "-x",
+                                       f"--junitxml={course.REPORTS / 'main'}.xml"])
     venvs, args = runs["colab"]
     assert venvs == ["main", "colab"] and args[0] == "tests/environments/test_colab.py"
     assert "--dist" in args and args[args.index("--dist") + 1] == "load"
     assert runs["browser"][1][0] == "tests/environments/test_jupyterlab.py"
+
+
+def test_the_time_table_ranks_files_by_the_seconds_of_their_tests(course, tmp_path):
+    report = tmp_path / "main.xml"
+    report.write_text('<testsuites><testsuite name="pytest">'
+                      '<testcase classname="tests.test_a" name="one" time="1.5"/>'
+                      '<testcase classname="tests.test_a" name="two" time="2.0"/>'
+                      '<testcase classname="notebooks.05_dtensor_with_keras.ipynb" name="Cell 3" time="40.25"/>'
+                      '</testsuite></testsuites>')
+    assert course.time_table(report) == [("notebooks.05_dtensor_with_keras.ipynb", 1, 40.25), ("tests.test_a", 2, 3.5)]
+    assert course.time_table(report, rows=1) == [("notebooks.05_dtensor_with_keras.ipynb", 1, 40.25)]
 
 
 def test_help_lists_the_environments(course, capsys):
