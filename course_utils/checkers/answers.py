@@ -105,19 +105,20 @@ def as_bool_list(feedback, answer, count, item, meaning):
     return values
 
 
-def as_number(value):
+def as_number(value, percent=False):
     """A finite float from anything ``float()`` takes (ints, floats, NumPy numbers, 0-d arrays and tensors,
     ``Fraction``) or from text a learner might type: ``"4096"``, ``" 0.2 "``, ``"940_584"``, ``"940,584"``,
-    ``"940 584"`` (thousands grouped), ``"20%"`` (0.2); else None (bools are not numbers here).
+    ``"940 584"`` (thousands grouped), and with ``percent=True`` (for shares) ``"20%"`` (0.2); else None (bools
+    and bytes are not numbers here).
 
     Example: ``as_number("1,024") == 1024.0``; ``as_number("64 MiB") is None``.
     """
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, np.bool_, bytes)):
         return None
     scale = 1.0
     if isinstance(value, str):
         value = value.strip().replace("_", "")
-        if value.endswith("%"):
+        if percent and value.endswith("%"):
             value, scale = value[:-1].strip(), 0.01
         if re.fullmatch(r"[+-]?\d{1,3}([ ,]\d{3})+(\.\d*)?", value):
             value = value.replace(",", "").replace(" ", "")
@@ -144,8 +145,14 @@ def as_bytes(value):
     return None if number is None else round(number)
 
 
+SHAPE_TEXT = re.compile(r"^[\s(\[]*\d+(?:\s*(?:[x×*,]|\s)\s*\d+)*[\s,)\]]*$", re.IGNORECASE)
+
+
 def as_shape(value):
-    """A tuple of ints from a tuple, list or ``TensorShape``; else None."""
+    """A tuple of ints from a tuple, list, NumPy array or ``TensorShape``, or from text such as ``"(6, 3)"``,
+    ``"2x12"`` or ``"4 × 3"``; else None."""
+    if isinstance(value, str):
+        return tuple(int(n) for n in re.findall(r"\d+", value)) if SHAPE_TEXT.match(value) else None
     try:
         if hasattr(value, "as_list"):
             value = value.as_list()

@@ -1,43 +1,12 @@
-"""Chapter 4 · DTensor meshes and layouts: the exercises' graders and hints."""
+"""Chapter 4 · DTensor meshes and layouts: the exercises' graders and hints (exercises 1 and 2 in ``ch4_layouts.py``,
+exercise 6 in ``ch4_build.py``)."""
 import math
-import re
 
-from .answers import (UNSHARDED, as_bytes, as_int, as_shape, grade_items, is_placeholder, layout_of,
-                      mesh_dims, only_ellipses, short_error, specs)
+from .answers import UNSHARDED, as_bytes, as_int, as_shape, grade_items, is_placeholder, only_ellipses
 from ..costs import matmul_cost
-from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
 from .ch4_build import BudgetProduct, read_collective
-
-MESH = [("batch", 4), ("model", 2)]
-MESH_TEXT = mesh_text(MESH)
-
-
-def by_label(answer, labels):
-    """``answer`` with the keys that name one of ``labels`` in another spelling ('A', '(a)', ' a ', 'A_Held',
-    'a-held') renamed to that label; other keys and non-dicts are returned as they are."""
-    if not isinstance(answer, dict):
-        return answer
-    renamed = {}
-    for key, value in answer.items():
-        label = key
-        if isinstance(key, str):
-            spelled = key.strip().strip("()[]'\".:").strip().lower().replace("-", "_").replace(" ", "_")
-            if spelled in labels and spelled not in answer:
-                label = spelled
-        renamed[label if label not in renamed else key] = value
-    return renamed
-
-
-_SHAPE_TEXT = re.compile(r"^[\s(\[]*\d+(?:\s*(?:[x×*,]|\s)\s*\d+)*[\s,)\]]*$", re.IGNORECASE)
-
-
-def read_shape(raw):
-    """A shape as a tuple of ints: what ``as_shape`` reads, and text such as '2x12', '2 × 12' or '(2, 12)'."""
-    if isinstance(raw, str) and _SHAPE_TEXT.match(raw):
-        return tuple(int(n) for n in re.findall(r"\d+", raw))
-    return as_shape(raw)
-
+from .ch4_layouts import MESH, MeshAndLayout, PackByHand, by_label
 
 def unit_slip(raw, right):
     """What is wrong when ``raw`` is the number of bytes ``right`` written in MiB, KiB or MB (rounded to three
@@ -50,148 +19,6 @@ def unit_slip(raw, right):
         if right and math.isclose(value * size, right, rel_tol=5e-3):
             return f"that looks like {unit}: give bytes (1 {unit} = {size:,} bytes; Python can multiply for you)."
     return None
-
-
-def grade_mesh(fb, mesh):
-    """Add a line about a mesh that should be :data:`MESH`; return whether it is."""
-    if not (hasattr(mesh, "dim_names") and hasattr(mesh, "dim_size")):
-        fb.wrong(f"mesh should be a dtensor.Mesh (dtensor.create_mesh or make_mesh), not a {type(mesh).__name__}.")
-        return False
-    dims = mesh_dims(mesh)
-    if dims == MESH:
-        fb.right(f"mesh: {mesh_text(dims)}")
-        return True
-    if sorted(dims) == sorted(MESH):
-        fb.wrong(f"mesh is {mesh_text(dims)}: list the axes in the order asked. The order decides which devices "
-                 f"share a 'batch' row.")
-    elif len(dims) == 1:
-        fb.wrong(f"mesh is 1-D ({mesh_text(dims)}); the exercise asks for a 2-D mesh {MESH_TEXT}.")
-    else:
-        fb.wrong(f"mesh is {mesh_text(dims)}; the exercise asks for {MESH_TEXT}.")
-    return False
-
-
-class MeshAndLayout(Exercise):
-    title = "A 2-D mesh and a column-sharded layout"
-    points = 2
-    hints = (
-        "A Layout has one sharding spec per tensor axis: a mesh axis name splits that tensor axis, "
-        "dtensor.UNSHARDED keeps it whole.",
-        "Mesh axes that the layout does not name replicate the tensor. Which tensor axis holds the columns?",
-    )
-
-    def grade(self, mesh, layout):
-        from tensorflow.experimental import dtensor
-
-        fb = Feedback()
-        grade_mesh(fb, mesh)
-        if isinstance(layout, (tuple, list)) and any(spec is None for spec in layout):
-            fb.wrong(f"layout is {tuple(layout)!r}: Keras 3's keras.distribution form (None for an axis that is not "
-                     f"split). DTensor wants a dtensor.Layout(sharding_specs, mesh), with dtensor.UNSHARDED where "
-                     f"Keras 3 writes None.")
-            return fb
-        if not isinstance(layout, dtensor.Layout):
-            fb.wrong(f"layout should be a dtensor.Layout, not a {type(layout).__name__}.")
-            return fb
-        given, right = specs(layout), [UNSHARDED, "model"]
-        if len(given) != 2:
-            fb.wrong(f"layout has {len(given)} sharding spec(s) {given}; a matrix has 2 axes, so give one spec per axis.")
-        elif given == right and mesh_dims(layout.mesh) == MESH:
-            fb.right(f"layout: {given}: each device holds all 784 rows and 64 of the 128 columns")
-        elif given == right:
-            fb.wrong(f"layout: the specs are right but it lives on a mesh {mesh_text(mesh_dims(layout.mesh))}; build "
-                     f"it on your {MESH_TEXT} mesh.")
-        elif given == ["model", UNSHARDED]:
-            fb.wrong(f"layout {given} splits the ROWS (axis 0, the 784 inputs), not the columns: which tensor axis "
-                     f"holds the 128 columns?", answer="The columns are axis 1: [UNSHARDED, 'model'].")
-        elif given == [UNSHARDED, UNSHARDED]:
-            fb.wrong(f"layout {given} is fully replicated: every device holds the whole matrix.")
-        elif "batch" in given:
-            fb.wrong(f"layout {given} uses 'batch': that mesh axis splits the DATA. A weight is replicated over "
-                     f"'batch', by not naming it.")
-        else:
-            fb.wrong(f"layout {given} does not split the columns over 'model'.")
-        return fb
-
-
-X_SHAPE = (8, 3)
-
-
-class PackByHand(Exercise):
-    title = "Pack a batch by hand on a 2-D mesh"
-    points = 2
-    hints = (
-        "dtensor.pack needs one component per device, in the mesh's device order.",
-        "The device order is row-major: the last mesh axis varies fastest. Devices that differ only in 'model' get "
-        "the same rows.",
-    )
-
-    def grade(self, packed):
-        import numpy as np
-        import tensorflow as tf
-        from tensorflow.experimental import dtensor
-
-        from ..packing import shard_slices
-
-        fb = Feedback()
-        x = np.arange(np.prod(X_SHAPE), dtype="float32").reshape(X_SHAPE)
-        if not isinstance(packed, (tf.Tensor, tf.Variable)):
-            fb.wrong(f"packed should be the DTensor that dtensor.pack returned, not a {type(packed).__name__}.")
-            return fb
-        layout = layout_of(packed)
-        if layout is None:
-            fb.wrong("packed is an ordinary tensor, not a DTensor. Build one component per device and call "
-                     "dtensor.pack(components, layout).")
-            return fb
-        given, dims = specs(layout), mesh_dims(layout.mesh)
-        if dims != MESH:
-            fb.wrong(f"packed lives on a mesh {mesh_text(dims)}; use the 2-D mesh {MESH_TEXT}.")
-            return fb
-        layout_ok = given == ["batch", UNSHARDED]
-        if layout_ok:
-            fb.right(f"layout {given}: rows split over 'batch', replicated over 'model'")
-        elif given == ["model", UNSHARDED]:
-            fb.wrong(f"layout {given} splits the batch over 'model'. Examples go to 'batch'; every device along "
-                     f"'model' gets the same examples.")
-        elif given == [UNSHARDED, UNSHARDED]:
-            fb.wrong(f"layout {given} is replicated: every device holds the whole batch.")
-        else:
-            fb.wrong(f"layout {given} does not split the rows over 'batch' only.")
-        try:
-            components = [c.numpy() for c in dtensor.unpack(packed)]
-        except Exception as err:
-            fb.wrong(f"Could not read the components back ({short_error(err)}).")
-            return fb
-        expected = [x[index] for index in shard_slices(x.shape, dtensor.Layout(["batch", UNSHARDED], layout.mesh))]
-        if len(components) == len(expected) and all(
-                c.shape == e.shape and np.array_equal(c, e) for c, e in zip(components, expected)):
-            if layout_ok:
-                fb.right("components: device (batch=b, model=m) holds rows 2b and 2b+1, the same for both 'model' "
-                         "indices")
-            return fb
-        if not layout_ok:
-            return fb
-        pieces = np.split(x, 4)
-        shapes = {tuple(c.shape) for c in components}
-        if len(components) == 8 and all(np.array_equal(c, s) for c, s in zip(components, pieces + pieces)):
-            fb.wrong("components are in the wrong device order. A 2-D mesh numbers its devices row-major: the last "
-                     "axis ('model') varies fastest (mesh.local_device_locations() lists each device's coordinates).",
-                     answer="CPU:0 = (batch 0, model 0), CPU:1 = (batch 0, model 1), CPU:2 = (batch 1, model 0), ...: "
-                            "each batch piece appears twice IN A ROW.")
-        elif len(components) == 8 and shapes == {(1, 3)}:
-            fb.wrong("each component holds 1 row: you cut x into 8 pieces, one per device. The layout splits the rows "
-                     "over 'batch' only: how many different pieces does it make, and which devices share one?",
-                     answer="4 pieces of 2 rows (tf.split(x, 4)), each given to the 2 devices of its 'batch' row: "
-                            "[p0, p0, p1, p1, p2, p2, p3, p3].")
-        elif len(components) == 8 and shapes != {(2, 3)}:
-            fb.wrong(f"the components have shape(s) {sorted(shapes)}; under the layout ['batch', U] each device holds "
-                     f"x's rows divided by the size of 'batch', and every column.")
-        elif len(components) == 8 and all(c.shape == (2, 3) for c in components):
-            bad = [i for i, (c, e) in enumerate(zip(components, expected)) if not np.array_equal(c, e)]
-            fb.wrong(f"components on device(s) {bad} hold the wrong rows. The global value must equal x.")
-        else:
-            fb.wrong("the packed value is not x = tf.reshape(tf.range(24.), (8, 3)) split by rows.")
-        return fb
 
 
 T_SHAPE = (8, 12)
@@ -231,7 +58,7 @@ class ShardShapes(Exercise):
             if is_placeholder(raw_shape) and is_placeholder(raw_copies):
                 fb.wrong(f"{key}: not answered yet.")
                 continue
-            given_shape = read_shape(raw_shape)
+            given_shape = as_shape(raw_shape)
             given_copies = int(raw_copies) if isinstance(raw_copies, str) and raw_copies.strip().isdigit() else \
                 as_int(raw_copies)
             why = []
@@ -390,6 +217,13 @@ def _reference_layout_costs():
             "even_at": _reference_even_at(COST_MESH)}
 
 
+def _reference_whole_dx_b_sent():
+    """(b)'s b_sent priced with dx's whole N x 4096 block instead of one device's rows: a typical slip."""
+    batch, model = dict(COST_MESH)["batch"], dict(COST_MESH)["model"]
+    dw_term = 2 * (batch - 1) / batch * (4 * COST_FEATURES ** 2 // model)
+    return round(dw_term + 2 * (model - 1) / model * COST_BATCH * COST_FEATURES * 4)
+
+
 def _reference_cost_slips():
     """Per key, the typical wrong answers: [(value, what is wrong, the part that gives the answer away)]."""
     truth = _reference_layout_costs()
@@ -426,7 +260,7 @@ def _reference_cost_slips():
              f"'model' ({dx_term:,.0f} B)."),
             (round((dw_term + dx_term) / 2), "an all-reduce over n devices sends 2 (n-1)/n · B from each device (a "
              "reduce-scatter, then an all-gather), not (n-1)/n · B.", ""),
-            (round(dw_term + 2 * (model - 1) / model * dx_block * batch), "dx's B is one device's block of partial "
+            (_reference_whole_dx_b_sent(), "dx's B is one device's block of partial "
              "sums: x's rows on ONE device (N divided by the size of 'batch') by 4096 features.",
              f"dx's block: {COST_BATCH // batch} x {COST_FEATURES} x 4 B = {dx_block:,} B."),
             (round(2 * (batch - 1) / batch * w_bytes + dx_term), "dw's B is one device's block of partial sums, and "
@@ -462,6 +296,9 @@ class LayoutCost(Exercise):
     def grade(self, costs):
         truth = _reference_layout_costs()
         slips = _reference_cost_slips()
+        answers = by_label(costs, COST_KEYS)
+        given_b_sent = as_bytes(answers.get("b_sent")) if isinstance(answers, dict) else None
+        whole_dx = given_b_sent == _reference_whole_dx_b_sent()  # then even_at inherits that slip
 
         def explain(key, given, raw):
             right = truth[key]
@@ -471,6 +308,9 @@ class LayoutCost(Exercise):
                         f"{raw!r}.", "")
             if key in COST_BYTES and given * 4 == right:
                 return "that counts the float32 numbers (elements) of w's block, not bytes.", "A float32 takes 4 bytes."
+            if key == "even_at" and whole_dx and given == truth["even_at"] // dict(COST_MESH)["batch"]:
+                return ("that follows from your b_sent, which all-reduces the whole of dx: once dx's block is one "
+                        "device's rows, even_at follows too.", "")
             for value, why, reveal in slips[key]:
                 if given == value:
                     return why, reveal
@@ -485,7 +325,7 @@ class LayoutCost(Exercise):
                 return "w's block on one device, in bytes: divide by the size of each mesh axis that splits w.", ""
             return "find each all-reduce of the backward pass, its B and its n, and add 2 (n-1)/n · B.", ""
 
-        return grade_items(Feedback(), by_label(costs, COST_KEYS), truth, explain, as_bytes,
+        return grade_items(Feedback(), answers, truth, explain, as_bytes,
                            "one number per key: bytes, or examples for even_at")
 
 

@@ -1,22 +1,22 @@
 """Chapter 5 · DTensor with Keras (tf_keras): the exercises' checkers and hints.
 
-Exercises 1-4 and 6 take code or live tf_keras objects: their ``collect`` runs the code (on inputs drawn
-from the check's seed) or reads the objects, and sends plain data (kernels, layouts, shapes, DTensors,
+Exercises 1-4 and 6 take code or a live tf_keras object: their ``collect`` runs the code (on inputs drawn
+from the check's seed) or reads the object, and sends plain data (kernels, layouts, shapes, DTensors,
 error messages); their ``judge`` never imports tf_keras. Exercises 1 and 2 live in ``ch5_layers.py``,
-exercise 6 in ``ch5_build.py`` (its cases and their run in ``ch5_cases.py``); 3, 4 and 5 here.
+exercise 5 in ``ch5_budget.py``, exercise 6 in ``ch5_build.py`` (its cases and their run in ``ch5_cases.py``);
+3 and 4 here.
 """
-import math
 import re
 
-from .answers import UNSHARDED, as_bytes, global_numpy, grade_items, layout_of, mesh_dims, short_error, specs
-from ..costs import matmul_cost
+from .answers import UNSHARDED, global_numpy, layout_of, mesh_dims, short_error, specs
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
-from .ch4 import unit_slip
+from .ch5_budget import MemoryBudget
 from .ch5_build import BuildOnMesh
-from .ch5_layers import NOTEBOOK_MESH, Seeds, ShardedDense
+from .ch5_layers import NOTEBOOK_MESH, EmbeddingTable, Seeds
 
-PACK_SHAPES = ((16, 28, 28, 1), (16,))  # the batch exercise 4 packs: images and labels
+# Exercise 4: a row-by-row recurrent model's batch, time-major: images (time step, example, pixel), labels (example,).
+PACK_SHAPES = ((28, 16, 28), (16,))
 
 
 # Exercise 3: the notebook's model has two Megatron blocks (up_1, down_1, up_2, down_2) and logits; the checker
@@ -209,17 +209,20 @@ class LayoutMapKeys(Exercise):
 
 
 class PackTrainingBatch(Exercise):
-    title = "Pack a training batch onto the mesh"
+    title = "Pack a time-major batch onto the mesh"
     points = 2
     hints = (
-        "Images and labels have different ranks. What does each need?",
-        "Images (rank 4) and labels (rank 1) each need a batch-sharded layout of their own rank on the same "
-        "batch x model mesh as the model.",
+        "Batch-sharding splits the axis that holds the EXAMPLES over 'batch'. Which axis is that in each tensor here?",
+        "The images are time-major, (time step, example, pixel): their examples are axis 1, not axis 0. The labels "
+        "(example,) have one axis. Each needs a layout of its own rank on the batch x model mesh, replicated over "
+        "'model'.",
+        "dtensor.Layout.batch_sharded takes the tensor axis to split as `axis=`; or write the sharding specs out, one "
+        "per tensor axis, with dtensor.UNSHARDED for the axes that stay whole.",
     )
 
     @staticmethod
     def _batch(seed):
-        """The images (float32) and labels (int64) the checker packs, drawn from ``seed``."""
+        """The time-major images (float32) and the labels (int64) the checker packs, drawn from ``seed``."""
         import numpy as np
 
         rng = np.random.default_rng([seed, 4])
@@ -243,19 +246,17 @@ class PackTrainingBatch(Exercise):
         return {"callable": True, "result": result}
 
     def judge(self, data, seed=0):
-        """Feedback on the two packed tensors: batch-sharded layouts of their ranks on a batch x model mesh, and
-        the global values of the batch drawn from ``seed``."""
-        import numpy as np
-
+        """Feedback on the two packed tensors: the time-major images split over 'batch' along their example axis,
+        the labels along theirs, on a batch x model mesh, and the global values of the batch drawn from ``seed``."""
         fb = Feedback()
         if not data["callable"]:
             fb.wrong("pack_fn should be a function (images, labels) -> (packed_images, packed_labels).")
             return fb
         if "error" in data:
-            message = str(data["error"])[:400]
+            message = str(data["error"])[:400].rstrip(". ")
             if "rank" in message:
-                fb.wrong(f"pack_fn raised {message}. Images have rank 4 and labels rank 1: each needs a layout of "
-                         f"its own rank.", answer="e.g. Layout.batch_sharded(mesh, 'batch', rank=1) for the labels.")
+                fb.wrong(f"pack_fn raised {message}. Here the images have rank 3 (time step, example, pixel) and the "
+                         f"labels rank 1: each needs a layout of its own rank.")
             else:
                 fb.wrong(f"pack_fn raised {message}")
             return fb
@@ -267,184 +268,63 @@ class PackTrainingBatch(Exercise):
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             fb.wrong("pack_fn should return a pair (packed_images, packed_labels).")
             return fb
-        images, labels = self._batch(seed)
         ranks = [len(getattr(value, "shape", ())) for value in result]
-        if ranks == [1, 4]:
-            fb.wrong("pack_fn returned the labels first (rank 1) and the images second (rank 4): return "
+        if ranks == [1, 3]:
+            fb.wrong("pack_fn returned the labels first (rank 1) and the images second (rank 3): return "
                      "(packed_images, packed_labels), in the order of pack_fn's arguments (images, labels).")
             return fb
-        for name, value, original, right in (("images", result[0], images, ["batch", UNSHARDED, UNSHARDED, UNSHARDED]),
-                                             ("labels", result[1], labels, ["batch"])):
-            layout = layout_of(value)
-            if layout is None:
-                fb.wrong(f"{name} is not a DTensor: pack it onto the mesh (pack_batch or dtensor.pack).")
-                continue
-            given = specs(layout)
-            if "model" not in layout.mesh.dim_names:
-                fb.wrong(f"{name} lives on a mesh {mesh_text(mesh_dims(layout.mesh))}; use the 2-D batch x model mesh, "
-                         f"the one the model's weights live on.")
-            elif given != right:
-                if "model" in given:
-                    why = ("it uses 'model', the axis that splits WEIGHTS: the two devices of a 'model' pair work on "
-                           "the same examples")
-                elif "batch" not in given:
-                    why = "it is replicated: every device would train on the whole batch"
-                else:
-                    why = (f"'batch' splits axis {given.index('batch')}, which does not hold the examples"
-                           if given[0] != "batch" else "it splits more than the examples")
-                fb.wrong(f"{name} layout {given}: {why}.",
-                         answer=f"Expected {right}: the examples (axis 0) over 'batch', replicated over 'model'.")
-            elif global_numpy(value).shape != original.shape or not np.allclose(global_numpy(value), original):
-                fb.wrong(f"{name}: the packed global value differs from the input batch; pack exactly the given "
-                         f"tensor.")
-            else:
-                fb.right(f"{name}: {given}")
+        for name, value, original in zip(("images", "labels"), result, self._batch(seed)):
+            self._judge_packed(fb, name, value, original)
         return fb
 
+    @staticmethod
+    def _judge_packed(fb, name, value, original):
+        import numpy as np
 
-# Exercise 5: Flatten -> Dense(2048, "d1") -> Dense(10, "d2") with Adam, a global batch of 128 on batch=4 x model=2.
-BUDGET_MESH = {"batch": 4, "model": 2}
-BUDGET_BATCH, BUDGET_HIDDEN = 128, 2048
-BUDGET_BYTES = 10 * 2**20
-BUDGET_SHAPES = {"d1.kernel": (784, BUDGET_HIDDEN), "d1.bias": (BUDGET_HIDDEN,),
-                 "d2.kernel": (BUDGET_HIDDEN, 10), "d2.bias": (10,)}
-BUDGET_PLACEMENTS = {  # specs of d1.kernel, d1.bias, d2.kernel, d2.bias: the chapter's four placements
-    "data parallel": ([UNSHARDED, UNSHARDED], [UNSHARDED], [UNSHARDED, UNSHARDED], [UNSHARDED]),
-    "FSDP-style": (["batch", UNSHARDED], [UNSHARDED], [UNSHARDED, UNSHARDED], [UNSHARDED]),
-    "tensor parallel": ([UNSHARDED, "model"], ["model"], ["model", UNSHARDED], [UNSHARDED]),
-    "2-D": (["batch", "model"], ["model"], ["model", UNSHARDED], [UNSHARDED]),
-}
-
-
-def _reference_budget_memory():
-    """Bytes one device holds per placement: the weights and Adam's two slots in their layouts (counter left out)."""
-    return _reference_budget_memory_of(BUDGET_HIDDEN)
-
-
-def budget_bytes_sent(on_cpu=True):
-    """Bytes one device sends per training step, per placement, as DTensor runs the collectives on CPU.
-
-    Priced with ``matmul_cost``: d1's product and its weight gradient (the first layer needs no
-    input gradient), then d2's product and both gradients; each gradient in its weight's layout.
-    With ``on_cpu=False``, each collective is priced by the ring formula of its own kind, as
-    hardware with a native all-gather and reduce-scatter would run it (exercise 5 is about these CPUs).
-    """
-    sent = {}
-    for name, (d1_kernel, _, d2_kernel, _) in BUDGET_PLACEMENTS.items():
-        d1 = matmul_cost([BUDGET_BATCH, 784], ["batch", UNSHARDED], BUDGET_SHAPES["d1.kernel"], d1_kernel,
-                         BUDGET_MESH, dw_specs=d1_kernel)
-        d2 = matmul_cost([BUDGET_BATCH, BUDGET_HIDDEN], d1.output_specs, BUDGET_SHAPES["d2.kernel"], d2_kernel,
-                         BUDGET_MESH, dw_specs=d2_kernel)
-        products = [d1.forward, d1.backward[1], d2.forward, *d2.backward]
-        sent[name] = round(sum(c.bytes_sent_on_cpu if on_cpu else c.bytes_sent_per_device
-                               for p in products for c in p.collectives))
-    return sent
-
-
-_PLACEMENT_SPELLINGS = {  # what a learner may call each placement (lower case, '-' and '_' read as spaces)
-    "data parallel": ("data parallel", "data parallelism", "data", "dp", "ddp", "replicated"),
-    "FSDP-style": ("fsdp style", "fsdp", "fully sharded data parallel", "zero 3", "zero3", "zero stage 3"),
-    "tensor parallel": ("tensor parallel", "tensor parallelism", "tensor", "tp", "model parallel",
-                        "model parallelism", "megatron"),
-    "2-D": ("2 d", "2d", "2 d parallel", "2d parallel", "2 d parallelism", "two d", "2 d (data x model)"),
-}
-
-
-def _placement_name(raw):
-    """The placement of :data:`BUDGET_PLACEMENTS` that ``raw`` names ('2-D', '2D', 'FSDP', 'Tensor_Parallel', ...),
-    or None."""
-    if not isinstance(raw, str):
-        return None
-    words = " ".join(raw.strip().strip("()[]'\"`.:").lower().replace("_", " ").replace("-", " ").split())
-    for name, spellings in _PLACEMENT_SPELLINGS.items():
-        if words in spellings or words.replace(" ", "") in {s.replace(" ", "") for s in spellings}:
-            return name
-    return None
-
-
-def _by_placement(answer):
-    """``answer`` with keys that name a placement in another spelling ('2D', 'fsdp', 'Tensor Parallel') renamed."""
-    if not isinstance(answer, dict):
-        return answer
-    renamed = {}
-    for key, value in answer.items():
-        name = _placement_name(key)
-        renamed[name if name and name not in answer and name not in renamed else key] = value
-    return renamed
-
-
-def _reference_budget_memory_of(hidden):
-    """Bytes one device holds per placement for a d1 of ``hidden`` units (the exercise's 2048, or the chapter's 128)."""
-    shapes = {"d1.kernel": (784, hidden), "d1.bias": (hidden,), "d2.kernel": (hidden, 10), "d2.bias": (10,)}
-    return {name: 3 * sum(4 * math.prod(shape) // math.prod(BUDGET_MESH.get(s, 1) for s in spec)
-                          for shape, spec in zip(shapes.values(), specs))
-            for name, specs in BUDGET_PLACEMENTS.items()}
-
-
-class MemoryBudget(Exercise):
-    title = "The cheapest placement that fits a memory budget"
-    points = 5
-    hints = (
-        "Bytes one device holds for a weight: 4 bytes per number, divided by the size of every mesh axis "
-        "that splits it. Adam keeps two slots per weight in the same layout: three times the weights' bytes.",
-        "Work weight by weight (d1.kernel, d1.bias, d2.kernel, d2.bias) with the specs of each placement, "
-        "then add them up and multiply by 3.",
-        "A placement fits when its total is at most the budget. Among those, take the one that sends the "
-        "fewest bytes per step on these CPUs (the first column printed above the exercise), not the one that "
-        "holds the least.",
-    )
-
-    def grade(self, memory, choice):
-        fb = Feedback()
-        truth = _reference_budget_memory()
-        weights_only = {name: total // 3 for name, total in truth.items()}
-
-        chapter_model = _reference_budget_memory_of(128)
-
-        def explain(name, given, raw):
-            if given is None:
-                return f"give a number of bytes, got {raw!r}.", ""
-            if given == weights_only[name]:
-                return ("that is the weights alone; the question counts Adam's slots too.",
-                        "Adam keeps two slots per weight (m and v), each in the weight's layout: 3 x the weights.")
-            if given == 2 * weights_only[name]:
-                return ("that counts the weights and one slot per weight: how many slots does Adam keep per weight?",
-                        "Two (m and v): 3 x the weights.")
-            if given == truth[name] + 8:
-                return "that includes Adam's 8-byte step counter, which the question leaves out.", ""
-            if given == chapter_model[name] or given == chapter_model[name] + 8:
-                return ("those are the bytes of the chapter's MLP (128 hidden units); this exercise's d1 has 2048 "
-                        "units.", "")
-            if unit_slip(raw, truth[name]) or unit_slip(raw, truth[name] + 8):
-                return unit_slip(raw, truth[name]) or unit_slip(raw, truth[name] + 8), ""
-            if given * 4 == truth[name]:
-                return "that counts float32 numbers (elements), not bytes.", "A float32 takes 4 bytes."
-            return ("add, weight by weight, its bytes divided by the size of each mesh axis that splits it; then "
-                    "Adam's slots.", "")
-
-        grade_items(fb, _by_placement(memory), truth, explain, as_bytes,
-                    "bytes per device, one number per placement")
-        fitting = [name for name, total in truth.items() if total <= BUDGET_BYTES]
-        sent = budget_bytes_sent()
-        best = min(fitting, key=sent.get)
-        picked = _placement_name(choice)
-        if picked == best:
-            fb.right(f"choice: {best}")
-        elif picked is None:
-            fb.wrong(f"choice: name one of {list(BUDGET_PLACEMENTS)}, got {choice!r}.")
-        elif picked not in fitting:
-            fb.wrong(f"choice: {picked} holds more than the budget of {BUDGET_BYTES:,} bytes per device.")
-        elif truth[picked] == min(truth[name] for name in fitting):
-            fb.wrong("choice: it fits and holds the least, but it is not the one that sends the fewest bytes per step "
-                     "on these CPUs.", answer=f"choice = {best!r}")
+        layout = layout_of(value)
+        if layout is None:
+            fb.wrong(f"{name} is not a DTensor: pack it onto the mesh (pack_batch or dtensor.pack).")
+            return
+        if "model" not in layout.mesh.dim_names:
+            fb.wrong(f"{name} lives on a mesh {mesh_text(mesh_dims(layout.mesh))}; use the 2-D batch x model mesh, "
+                     f"the one the model's weights live on.")
+            return
+        packed = global_numpy(value)
+        if name == "images" and packed.shape == tuple(np.swapaxes(original, 0, 1).shape):
+            fb.wrong("images: you transposed them to (example, time step, pixel). The step's recurrent layer reads "
+                     "them time-major, as given: pack the tensor as it is and split the axis that holds its "
+                     "examples.")
+            return
+        if packed.shape != original.shape or not np.allclose(packed, original):
+            fb.wrong(f"{name}: the packed global value differs from the input batch; pack exactly the given tensor.")
+            return
+        given = specs(layout)
+        axis = 1 if name == "images" else 0  # the axis that holds the examples
+        right = [UNSHARDED] * len(original.shape)
+        right[axis] = "batch"
+        if given == right:
+            fb.right(f"{name}: {given}")
+            return
+        what = {0: "the 28 time steps (rows of every image)", 2: "the 28 pixels of each row"} if name == "images" \
+            else {}
+        if "model" in given:
+            why = ("it uses 'model', the axis that splits WEIGHTS: the devices of a 'model' group work on the same "
+                   "examples")
+        elif "batch" not in given:
+            why = "it is replicated: every device would train on the whole batch"
+        elif given.count("batch") == 1 and given.index("batch") != axis:
+            why = (f"'batch' splits axis {given.index('batch')}, {what.get(given.index('batch'), 'not the examples')}: "
+                   f"each device would hold part of EVERY example, while its labels belong to a slice of the "
+                   f"examples. Which axis holds the examples here")
         else:
-            fb.wrong("choice: it fits, but another placement that fits sends fewer bytes per step on these CPUs.",
-                     answer=f"choice = {best!r}")
-        return fb
+            why = "it splits more than the examples"
+        fb.wrong(f"{name} layout {given}: {why}{'?' if why.endswith('here') else '.'}",
+                 answer=f"Expected {right}: the examples (axis {axis}) over 'batch', replicated over 'model'"
+                        + (" (Layout.batch_sharded(mesh, 'batch', rank=3, axis=1))." if name == "images" else "."))
 
 
 # Exercise 6: build_on_mesh(mesh, weights, budget) -> (model, optimizer, step), run on the checker's own cases.
 
 
-CHAPTER = chapter(5, "DTensor with Keras", [Seeds, ShardedDense, LayoutMapKeys, PackTrainingBatch, MemoryBudget,
+CHAPTER = chapter(5, "DTensor with Keras", [Seeds, EmbeddingTable, LayoutMapKeys, PackTrainingBatch, MemoryBudget,
                                             BuildOnMesh])

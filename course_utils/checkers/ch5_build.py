@@ -145,8 +145,9 @@ class BuildOnMesh(Exercise):
         "Which weight holds nearly all the bytes, and how many bytes does Adam add per weight? Choose the layouts "
         "from the mesh and the weights you are given (their sizes), not from the notebook's; and start the model "
         "from `weights`.",
-        "Estimate each placement of exercise 5 as there (4 bytes per number, divided by the sizes of the mesh axes "
-        "that split it, times 3 for Adam's slots, plus its 8-byte counter; mesh.dim_size('model') gives a size) and "
+        "Estimate each placement of exercise 5's table as you did there, now for Adam (4 bytes per number, divided "
+        "by the sizes of the mesh axes that split it, times 3 for Adam's two slots, plus its 8-byte counter; "
+        "mesh.dim_size('model') gives a size) and "
         "take one that fits the budget and whose sharded axes divide. Build the Dense layers with kernel_layout and "
         "bias_layout, copy each weight in with variable.assign(pack_batch(value, variable.layout)), make the DTensor "
         "Adam with mesh=mesh, and let step pack the batch split over 'batch' and run a tf.function training step.",

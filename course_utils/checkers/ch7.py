@@ -389,19 +389,20 @@ def _reference_fewest_micro_batches(stages, at_most):
 
 
 def _times(raw):
-    """A number from an answer such as 3.2, '3.2', '3.2x' or '3.2 ×' (see as_number); else None."""
+    """A number from an answer such as 3.2, '3.2', '3.2x', '3.2 ×' or '320%' (see as_number); else None."""
     if isinstance(raw, str):
         raw = raw.strip().rstrip("x×X").strip()
-    return as_number(raw)
+    return as_number(raw, percent=True)
 
 
 class PipelineBubble(Exercise):
     title = "What the pipeline bubble costs"
     points = 2
     hints = (
-        "Time a step in slots: one slot is one stage's work on one micro-batch. In how many slots has the last "
-        "stage finished the last micro-batch? In how many does one device that runs every stage finish them all?",
-        "The pipeline's step takes m + d - 1 slots (d - 1 to fill it), one device m * d slots: the speed-up is "
+        "Time a step in slots: one slot is one stage's forward (or backward) work on one micro-batch. The forward "
+        "pass sweeps the micro-batches through the stages, then the backward pass sweeps them back: how many slots "
+        "does each sweep take until the last micro-batch is through? And on one device that runs every stage?",
+        "Each sweep of the pipeline takes m + d - 1 slots (d - 1 to fill it), on one device m * d: the speed-up is "
         "m * d / (m + d - 1) = d * (1 - bubble). For the second part, solve (d - 1) / (m + d - 1) <= 0.1 for m and "
         "take the smallest whole number.",
     )

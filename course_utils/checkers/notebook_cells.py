@@ -166,16 +166,31 @@ CHAPTERS = {1: {'keras': 'keras3',
      'dtensor': False,
      'exercises': {'q1': {'cell': 'ch4-q1',
                           'call': 'ex.q1.check(mesh, layout)',
-                          'solution': 'mesh = dtensor.create_mesh([("batch", 4), ("model", 2)], '
+                          'solution': '# Devices are numbered row-major (the last axis varies fastest): with '
+                                      "'model' first, CPU:0-3 sit at model=0.\n"
+                                      'mesh = dtensor.create_mesh([("model", 2), ("batch", 4)], '
                                       'devices=cpus)\n'
-                                      'layout = dtensor.Layout([dtensor.UNSHARDED, "model"], mesh)'},
+                                      'U = dtensor.UNSHARDED\n'
+                                      'layout = {\n'
+                                      '    "w": dtensor.Layout([U, "model"], mesh),        # one spec per '
+                                      "axis of w: inputs whole, units over 'model'\n"
+                                      '    "b": dtensor.Layout(["model"], mesh),           # one axis: the '
+                                      "units, split like w's columns\n"
+                                      '    "h": dtensor.Layout(["batch", "model"], mesh),  # h\'s axes in '
+                                      "h's order: examples, then units\n"
+                                      '}'},
                    'q2': {'cell': 'ch4-q2',
-                          'call': 'ex.q2.check(packed)',
-                          'solution': 'x = tf.reshape(tf.range(24, dtype=tf.float32), (8, 3))\n'
-                                      'batch_layout = dtensor.Layout(["batch", dtensor.UNSHARDED], mesh)\n'
-                                      'pieces = tf.split(x, 4)\n'
-                                      'packed = dtensor.pack([piece for piece in pieces for _ in range(2)], '
-                                      'batch_layout)'},
+                          'call': 'ex.q2.check(components)',
+                          'solution': 'x = tf.reshape(tf.range(32, dtype=tf.float32), (4, 8))\n'
+                                      'chapter_mesh = dtensor.create_mesh([("batch", 4), ("model", 2)], '
+                                      "devices=cpus)  # the chapter's mesh\n"
+                                      'split_layout = dtensor.Layout(["model", "batch"], chapter_mesh)\n'
+                                      'blocks = [tf.split(rows, 4, axis=1) for rows in tf.split(x, 2, '
+                                      'axis=0)]  # blocks[i][j]: rows block i, columns block j\n'
+                                      "# Device order: 'model' (the last mesh axis) varies fastest; 'model' "
+                                      "picks the rows block, 'batch' the columns block.\n"
+                                      'components = [blocks[where["model"]][where["batch"]] for where in '
+                                      'chapter_mesh.local_device_locations()]'},
                    'q3': {'cell': 'ch4-q3',
                           'call': 'ex.q3.check(shard_shapes, copies)',
                           'solution': '# A sharded axis is divided by its mesh axis; copies = product of the '
@@ -248,8 +263,18 @@ CHAPTERS = {1: {'keras': 'keras3',
      'dtensor': True,
      'exercises': {'q1': {'cell': 'ch5-q1',
                           'call': 'ex.q1.check(init_kernel)',
-                          'solution': 'def init_kernel(seed):\n'
+                          'solution': 'def init_kernel(seed, client):\n'
                                       '    tf.keras.utils.set_random_seed(seed)\n'
+                                      '    if client == 0:  # only the chief logs: a few sample indices and '
+                                      'the kernel norm of a fresh linear probe\n'
+                                      '        sample = np.random.choice(60_000, size=4)\n'
+                                      '        probe = tf.keras.layers.Dense(1)\n'
+                                      '        probe.build((None, 6))  # its initializer takes a draw of '
+                                      "tf_keras' seed generator: on the chief only\n"
+                                      '        print("chief: sample", sample, "| probe kernel norm", '
+                                      'float(tf.norm(probe.kernel)))\n'
+                                      '    tf.keras.utils.set_random_seed(seed)  # again, so that the '
+                                      "layer's kernel takes the first draw on every client\n"
                                       '    layer = tf.keras.layers.Dense(4, '
                                       'kernel_layout=dtensor.Layout.replicated(mesh, rank=2),\n'
                                       '                                  '
@@ -257,14 +282,16 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '    layer.build((None, 6))\n'
                                       '    return layer.kernel'},
                    'q2': {'cell': 'ch5-q2',
-                          'call': 'ex.q2.check(layer)',
-                          'solution': 'layer = tf.keras.layers.Dense(\n'
-                                      '    128,\n'
-                                      '    kernel_layout=dtensor.Layout([dtensor.UNSHARDED, "model"], '
-                                      'mesh),\n'
-                                      '    bias_layout=dtensor.Layout(["model"], mesh),\n'
-                                      ')\n'
-                                      'layer.build((None, 784))'},
+                          'call': 'ex.q2.check(make_embedding)',
+                          'solution': 'def make_embedding(mesh):\n'
+                                      '    # The table is (1000 tokens, 64 features): split the features, '
+                                      "axis 1, over 'model'; keep the rows whole.\n"
+                                      '    layer = tf.keras.layers.Embedding(1000, 64,\n'
+                                      '                                      '
+                                      'embeddings_layout=dtensor.Layout([dtensor.UNSHARDED, "model"], '
+                                      'mesh))\n'
+                                      '    layer.build((None,))\n'
+                                      '    return layer'},
                    'q3': {'cell': 'ch5-q3',
                           'call': 'ex.q3.check(layout_map)',
                           'solution': 'layout_map = tf.keras.dtensor.experimental.LayoutMap(mesh=mesh)\n'
@@ -279,7 +306,7 @@ CHAPTERS = {1: {'keras': 'keras3',
                           'call': 'ex.q4.check(pack_fn)',
                           'solution': 'def pack_fn(images, labels):\n'
                                       '    images = pack_batch(images, dtensor.Layout.batch_sharded(mesh, '
-                                      '"batch", rank=4))\n'
+                                      '"batch", rank=3, axis=1))  # examples: axis 1\n'
                                       '    labels = pack_batch(labels, dtensor.Layout.batch_sharded(mesh, '
                                       '"batch", rank=1))\n'
                                       '    return images, labels'},
@@ -287,17 +314,19 @@ CHAPTERS = {1: {'keras': 'keras3',
                           'call': 'ex.q5.check(memory, choice)',
                           'solution': 'd1_kernel, d1_bias, d2_kernel, d2_bias = 784 * 2048 * 4, 2048 * 4, '
                                       '2048 * 10 * 4, 10 * 4  # bytes, whole\n'
-                                      'memory = {\n'
-                                      '    "data parallel": 3 * (d1_kernel + d1_bias + d2_kernel + '
+                                      "batch, model = 2, 4  # this mesh's axis sizes\n"
+                                      "memory = {  # the weights and SGD's momentum (one slot per weight, in "
+                                      "the weight's layout): 2 x the weights\n"
+                                      '    "data parallel": 2 * (d1_kernel + d1_bias + d2_kernel + '
                                       'd2_bias),\n'
-                                      '    "FSDP-style": 3 * (d1_kernel // 4 + d1_bias + d2_kernel + '
+                                      '    "FSDP-style": 2 * (d1_kernel // batch + d1_bias + d2_kernel + '
                                       'd2_bias),\n'
-                                      '    "tensor parallel": 3 * (d1_kernel // 2 + d1_bias // 2 + d2_kernel '
-                                      '// 2 + d2_bias),\n'
-                                      '    "2-D": 3 * (d1_kernel // 8 + d1_bias // 2 + d2_kernel // 2 + '
-                                      'd2_bias),\n'
+                                      '    "tensor parallel": 2 * (d1_kernel // model + d1_bias // model + '
+                                      'd2_kernel // model + d2_bias),\n'
+                                      '    "2-D": 2 * (d1_kernel // (batch * model) + d1_bias // model + '
+                                      'd2_kernel // model + d2_bias),\n'
                                       '}\n'
-                                      'choice = "tensor parallel"  # fits (9.3 MiB); 2-D holds less but '
+                                      'choice = "tensor parallel"  # fits (3.1 MiB); 2-D holds less but '
                                       'sends twice as much on these CPUs'},
                    'q6': {'cell': 'ch5-q6',
                           'call': 'ex.q6.check(build_on_mesh)',
@@ -586,9 +615,11 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       'beyond_layouts = {"b", "c"}  # schedules in time: stages fed '
                                       'micro-batch by micro-batch; a ring, hop by hop'},
                    'q4': {'cell': 'ch7-q4',
-                          'call': 'ex.q4.check(idle, micro_batches)',
-                          'solution': 'idle = (4 - 1) / (12 + 4 - 1)                                    # '
-                                      '0.2\n'
+                          'call': 'ex.q4.check(speedup, micro_batches)',
+                          'solution': '# Time in slots (one stage, one micro-batch): one device runs 12 x 4 '
+                                      'slots; the pipeline 12 + 4 - 1 (3 to fill).\n'
+                                      'speedup = (12 * 4) / (12 + 4 - 1)                                # '
+                                      '3.2, not 4: the bubble costs a fifth\n'
                                       'micro_batches = next(m for m in range(1, 1000) if (8 - 1) / (m + 8 - '
                                       '1) <= 0.1)  # 63'}}},
  8: {'keras': 'keras3-jax',

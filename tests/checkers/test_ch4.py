@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch4, ch4_build, exercises
+from course_utils.checkers import ch4, ch4_build, ch4_layouts, exercises
 from course_utils.checkers.answers import global_numpy
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
@@ -14,51 +14,201 @@ def first_try(name, *args):
     return getattr(exercises(4), name)._evaluate(args, {}, first_try=True)
 
 
-def test_ch4_q1_mesh_and_layout(mesh42, cpus8):
+def _layer_layouts(mesh, w=("unsharded", "model"), b=("model",), h=("batch", "model")):
+    """Exercise 1's dict of layouts on ``mesh`` (the right specs unless told)."""
     from tensorflow.experimental import dtensor
 
-    U = dtensor.UNSHARDED
-    assert_correct(grade(4, "q1", mesh42, dtensor.Layout([U, "model"], mesh42)))
-    assert_hint(grade(4, "q1", mesh42, dtensor.Layout(["model", U], mesh42)), "splits the ROWS", "axis 1", points=1)
-    rows = first_try("q1", mesh42, dtensor.Layout(["model", U], mesh42))
-    assert "splits the ROWS" in rows.message and "axis 1" not in rows.message, rows.message
-    assert_hint(grade(4, "q1", mesh42, dtensor.Layout([U, U], mesh42)), "fully replicated", points=1)
-    assert_hint(grade(4, "q1", mesh42, dtensor.Layout([U, "batch"], mesh42)), "splits the DATA", points=1)
-    assert_hint(grade(4, "q1", mesh42, dtensor.Layout(["model"], mesh42)), "a matrix has 2 axes", points=1)
-    swapped = dtensor.create_mesh([("model", 2), ("batch", 4)], devices=cpus8)
-    assert_hint(grade(4, "q1", swapped, dtensor.Layout([U, "model"], swapped)), "in the order asked")
-    flat = dtensor.create_mesh([("batch", 8)], devices=cpus8)
-    assert_hint(grade(4, "q1", flat, dtensor.Layout([U, "model"], mesh42)), "1-D", points=1)
-    assert_hint(grade(4, "q1", mesh42, "['unsharded', 'model']"), "should be a dtensor.Layout", points=1)
-    assert_hint(grade(4, "q1", mesh42, (None, "model")), "Keras 3's keras.distribution form", "dtensor.UNSHARDED",
+    return {"w": dtensor.Layout(list(w), mesh), "b": dtensor.Layout(list(b), mesh), "h": dtensor.Layout(list(h), mesh)}
+
+
+@pytest.fixture(scope="module")
+def model_first(cpus8):
+    from tensorflow.experimental import dtensor
+
+    return dtensor.create_mesh([("model", 2), ("batch", 4)], devices=cpus8)
+
+
+def test_ch4_q1_the_question_is_what_dtensor_does(model_first, mesh42):
+    """The question's claims, measured: on model=2 x batch=4 units 64-127 of w (and their biases) are on CPU:4-7;
+    the chapter's batch=4 x model=2 mesh puts them on CPU:1, 3, 5, 7; h's blocks are each device's examples and
+    units."""
+    from course_utils import pack_batch
+    from course_utils.checkers.ch4_layouts import HALVES, model_halves
+    from tensorflow.experimental import dtensor
+
+    w = np.arange(784 * 128, dtype="float32").reshape(784, 128)
+    layouts = _layer_layouts(model_first)
+    w_blocks = [c.numpy() for c in dtensor.unpack(pack_batch(w, layouts["w"]))]
+    b_blocks = [c.numpy() for c in dtensor.unpack(pack_batch(np.arange(128, dtype="float32"), layouts["b"]))]
+    for cpu in range(8):
+        units = slice(64, 128) if cpu in HALVES[1] else slice(0, 64)
+        np.testing.assert_array_equal(w_blocks[cpu], w[:, units])
+        np.testing.assert_array_equal(b_blocks[cpu], np.arange(128)[units])
+    assert model_halves(model_first) == HALVES
+    assert model_halves(mesh42) == ([0, 2, 4, 6], [1, 3, 5, 7])
+    h = np.arange(8 * 128, dtype="float32").reshape(8, 128)
+    h_blocks = [c.numpy() for c in dtensor.unpack(pack_batch(h, layouts["h"]))]
+    for cpu, where in enumerate(model_first.local_device_locations()):
+        b, m = where["batch"], where["model"]
+        rows, units = slice(2 * b, 2 * b + 2), slice(64 * m, 64 * m + 64)
+        np.testing.assert_array_equal(h_blocks[cpu], h[rows, units])
+    assert [list(s) for s in ch4_layouts._reference_layer_specs().values()] == [
+        list(layouts[k].sharding_specs) for k in ("w", "b", "h")]
+
+
+def test_ch4_q1_right_forms(model_first, cpus8):
+    from course_utils import make_mesh
+    from tensorflow.experimental import dtensor
+
+    assert_correct(grade(4, "q1", model_first, _layer_layouts(model_first)))
+    by_type = dtensor.create_mesh([("model", 2), ("batch", 4)], device_type="CPU")
+    assert_correct(grade(4, "q1", by_type, _layer_layouts(by_type)))
+    made = make_mesh([("model", 2), ("batch", 4)])
+    assert_correct(grade(4, "q1", made, _layer_layouts(made)))
+    layouts = _layer_layouts(model_first)
+    assert_correct(grade(4, "q1", model_first, (layouts["w"], layouts["b"], layouts["h"])))  # (w, b, h) in order
+    assert_correct(grade(4, "q1", model_first, [layouts["w"], layouts["b"], layouts["h"]]))
+    assert_correct(grade(4, "q1", model_first, {"W": layouts["w"], " bias ": layouts["b"], "h_layout": layouts["h"]}))
+    # The batch-first order with the CPUs listed so that model=1 is CPU:4-7 meets what the question asks, too.
+    shuffled = dtensor.create_mesh([("batch", 4), ("model", 2)], devices=[cpus8[i] for i in (0, 4, 1, 5, 2, 6, 3, 7)])
+    assert_correct(grade(4, "q1", shuffled, _layer_layouts(shuffled)))
+
+
+def test_ch4_q1_the_chapters_mesh(mesh42):
+    """The chapter's batch-first mesh (copied from its cell) puts the halves on alternate CPUs: the mesh point is lost,
+    and the first try does not say which order is right."""
+    result = grade(4, "q1", mesh42, _layer_layouts(mesh42))
+    assert_hint(result, "CPU:1, CPU:3, CPU:5, CPU:7", "LAST axis varying fastest", "Put 'model' first", points=1)
+    shown = first_try("q1", mesh42, _layer_layouts(mesh42)).message
+    assert "LAST axis varying fastest" in shown and "'model' first" not in shown and "('model', 2)" not in shown, shown
+    assert "CPU:1, CPU:3" not in shown, shown  # where the chapter's mesh puts them is the question's own sub-question
+
+
+def test_ch4_q1_the_old_copy_and_change_answer_is_refused(mesh42):
+    """What copying chapter cells c06 and c22 gives (the batch-first mesh, one column-split Layout) scores nothing."""
+    from tensorflow.experimental import dtensor
+
+    result = grade(4, "q1", mesh42, dtensor.Layout([dtensor.UNSHARDED, "model"], mesh42))
+    assert_hint(result, "LAST axis varying fastest", "layout is one Layout", "{'w': ..., 'b': ..., 'h': ...}", points=0)
+
+
+def test_ch4_q1_wrong_layouts(model_first):
+    U = "unsharded"
+    rows = _layer_layouts(model_first, w=("model", U))
+    assert_hint(grade(4, "q1", model_first, rows), "splits its ROWS", "whatever the order of the mesh's axes",
+                "The units are axis 1", points=1)
+    assert "axis 1" not in first_try("q1", model_first, rows).message
+    per_mesh_axis = _layer_layouts(model_first, b=(U, "model"))
+    assert_hint(grade(4, "q1", model_first, per_mesh_axis), "b [128] has one axis",
+                "one spec per TENSOR axis, not one per mesh axis", points=1)
+    mesh_order = _layer_layouts(model_first, h=("model", "batch"))
+    assert_hint(grade(4, "q1", model_first, mesh_order), "in the order of your MESH's axes", "h: ['batch', 'model']",
                 points=1)
+    assert "['batch', 'model']" not in first_try("q1", model_first, mesh_order).message
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, w=(U, "batch"))), "uses 'batch'", points=1)
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, b=("batch",))), "uses 'batch'", points=1)
+    replicated_bias = _layer_layouts(model_first, b=(U,))
+    assert_hint(grade(4, "q1", model_first, replicated_bias), "b is replicated", "b: ['model']", points=1)
+    assert "b: ['model']" not in first_try("q1", model_first, replicated_bias).message
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, w=(U, U))), "w is replicated", points=1)
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, h=("batch", U))), "keeps all 128 units",
+                points=1)
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, h=(U, "model"))), "examples are not split",
+                points=1)
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, w=(U, "model", U))), "w [784, 128] has 2 axes",
+                points=1)
+
+
+def test_ch4_q1_other_slips(model_first, mesh42, cpus8):
+    from tensorflow.experimental import dtensor
+
+    layouts = _layer_layouts(model_first)
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(mesh42)), "lives on another mesh", points=1)
+    assert_hint(grade(4, "q1", model_first, dict(layouts, w=(None, "model"))), "Keras 3's keras.distribution form",
+                "dtensor.UNSHARDED", points=1)
+    assert_hint(grade(4, "q1", model_first, dict(layouts, b=["model"])), "give a dtensor.Layout", points=1)
+    assert_hint(grade(4, "q1", model_first, dict(layouts, h=None)), "h: not answered yet", points=1)
+    assert_hint(grade(4, "q1", model_first, {"w": layouts["w"], "b": layouts["b"]}), "missing key 'h'", points=1)
+    extra_key = grade(4, "q1", model_first, dict(layouts, x=layouts["h"]))
+    assert_correct(extra_key)  # a full score prints no ✗ line: the extra key is a note
+    assert "['x'] not asked for" in extra_key.message and "✗" not in extra_key.message
+    flat = dtensor.create_mesh([("batch", 8)], devices=cpus8)
+    assert_hint(grade(4, "q1", flat, layouts), "the layer needs a 2-D mesh", points=0)
+    assert_hint(grade(4, "q1", "model, batch", layouts), "should be a dtensor.Mesh", points=1)
+    assert grade(4, "q1", None, {"w": None, "b": None, "h": None}).status == "unanswered"
 
 
 def test_ch4_q2_pack_by_hand(mesh42):
     import tensorflow as tf
+    from course_utils import pack_batch
+    from tensorflow.experimental import dtensor
+
+    x = tf.reshape(tf.range(32, dtype=tf.float32), ch4_layouts.PACK_SHAPE)
+    layout = dtensor.Layout(["model", "batch"], mesh42)
+    blocks = [tf.split(rows, 4, axis=1) for rows in tf.split(x, 2, axis=0)]
+    in_device_order = [blocks[where["model"]][where["batch"]] for where in mesh42.local_device_locations()]
+    # The question's claim: the device at (batch=b, model=m) holds rows block m and columns block b (pack_batch cuts
+    # the same blocks), and dtensor.pack takes exactly that list.
+    for mine, theirs, packed in zip(in_device_order, dtensor.unpack(pack_batch(x, layout)),
+                                    dtensor.unpack(dtensor.pack(in_device_order, layout))):
+        np.testing.assert_array_equal(mine, theirs)
+        np.testing.assert_array_equal(mine, packed)
+    assert_correct(grade(4, "q2", in_device_order))
+    assert_correct(grade(4, "q2", tuple(block.numpy() for block in in_device_order)))
+    assert_correct(grade(4, "q2", [block.numpy().tolist() for block in in_device_order]))
+    assert_correct(grade(4, "q2", dtensor.unpack(pack_batch(x, layout))))  # knowing unpack's order is the idea too
+
+
+def test_ch4_q2_components_in_the_wrong_order(mesh42):
+    import tensorflow as tf
+
+    x = tf.reshape(tf.range(32, dtype=tf.float32), ch4_layouts.PACK_SHAPE)
+    blocks = [tf.split(rows, 4, axis=1) for rows in tf.split(x, 2, axis=0)]
+    reading_order = [blocks[r][c] for r in range(2) for c in range(4)]  # a model-first order
+    assert_hint(grade(4, "q2", reading_order), "x's reading order", "'model' (the last axis) varying fastest",
+                "CPU:1 (batch 0, model 1): rows 2:4, columns 0:2", points=0)
+    assert "CPU:1 (batch 0, model 1)" not in first_try("q2", reading_order).message
+    reversed_order = [blocks[r][c] for c in range(4) for r in range(2)][::-1]
+    assert_hint(grade(4, "q2", reversed_order), "are on the wrong devices", points=0)
+
+
+def test_ch4_q2_pieces_cut_wrong(mesh42):
+    import tensorflow as tf
+
+    x = tf.reshape(tf.range(32, dtype=tf.float32), ch4_layouts.PACK_SHAPE)
+    where = mesh42.local_device_locations()
+    columns = tf.split(x, 4, axis=1)  # cut by columns only: the rows are left whole
+    only_columns = [columns[w["batch"]] for w in where]
+    assert_hint(grade(4, "q2", only_columns), "you cut only its columns", points=0)
+    assert "(2, 2)" not in first_try("q2", only_columns).message
+    swapped = [tf.split(rows, 2, axis=1) for rows in tf.split(x, 4, axis=0)]  # rows by 'batch', columns by 'model'
+    assert_hint(grade(4, "q2", [swapped[w["batch"]][w["model"]] for w in where]),
+                "you cut x's rows by 'batch' and its columns by 'model'", points=0)
+    first_rows = [tf.split(x[:2], 4, axis=1)[w["batch"]] for w in where]  # 4 blocks, each on 2 devices
+    assert_hint(grade(4, "q2", first_rows), "only 4 different blocks", "nothing is replicated", points=0)
+    assert_hint(grade(4, "q2", tf.split(x, 8, axis=1)), "you cut only its columns", points=0)
+    assert_hint(grade(4, "q2", [block + 1 for block in tf.split(x, 8, axis=1)]), "you cut only its columns")
+    blocks = [tf.split(rows, 4, axis=1) for rows in tf.split(x, 2, axis=0)]
+    shifted = [blocks[w["model"]][w["batch"]] + 100 for w in where]
+    assert_hint(grade(4, "q2", shifted), "not a block of x", points=0)
+
+
+def test_ch4_q2_other_answers(mesh42):
+    import tensorflow as tf
+    from course_utils import pack_batch
     from tensorflow.experimental import dtensor
 
     U = dtensor.UNSHARDED
-    x = tf.reshape(tf.range(24, dtype=tf.float32), ch4.X_SHAPE)
-    layout = dtensor.Layout(["batch", U], mesh42)
-    pieces = tf.split(x, 4)
-    assert_correct(grade(4, "q2", dtensor.pack([p for p in pieces for _ in range(2)], layout)))
-    from course_utils import pack_batch
-
-    assert_correct(grade(4, "q2", pack_batch(x, layout)))
-    assert_hint(grade(4, "q2", dtensor.pack(pieces + pieces, layout)), "row-major", "twice IN A ROW", points=1)
-    assert "IN A ROW" not in first_try("q2", dtensor.pack(pieces + pieces, layout)).message
-    # Eight pieces of one row, one per device: the layout makes 4 different pieces, each on 2 devices.
-    eight = dtensor.pack(tf.split(x, 8), layout)
-    assert_hint(grade(4, "q2", eight), "you cut x into 8 pieces", "[p0, p0, p1, p1", points=1)
-    shown = first_try("q2", eight).message
-    assert "you cut x into 8 pieces" in shown and "tf.split(x, 4)" not in shown and "p0, p0" not in shown, shown
-    assert_hint(grade(4, "q2", pack_batch(x, dtensor.Layout(["model", U], mesh42))), "splits the batch over 'model'")
-    assert_hint(grade(4, "q2", pack_batch(x, dtensor.Layout([U, U], mesh42))), "replicated")
-    assert_hint(grade(4, "q2", x), "ordinary tensor")
-    assert_hint(grade(4, "q2", pack_batch(x + 1, layout)), "hold the wrong rows", points=1)
-    flat = dtensor.create_mesh([("batch", 8)], devices=mesh42.local_devices())
-    assert_hint(grade(4, "q2", dtensor.pack(tf.split(x, 8), dtensor.Layout(["batch", U], flat))), "batch=4 x model=2")
+    x = tf.reshape(tf.range(32, dtype=tf.float32), ch4_layouts.PACK_SHAPE)
+    # The old copy-and-change answer: chapter cell c32's pieces (x's rows over 'batch', each on 2 devices)
+    old = [tf.split(x, 4)[w["batch"]] for w in mesh42.local_device_locations()]
+    assert_hint(grade(4, "q2", old), "you cut only its rows", points=0)
+    assert_hint(grade(4, "q2", pack_batch(x, dtensor.Layout(["model", "batch"], mesh42))), "not one tensor")
+    assert_hint(grade(4, "q2", pack_batch(x, dtensor.Layout(["batch", U], mesh42))), "not one tensor")
+    assert_hint(grade(4, "q2", x.numpy()), "not one tensor")
+    assert_hint(grade(4, "q2", tf.split(x, 8, axis=1)[:7]), "7 components", "8 here")
+    assert_hint(grade(4, "q2", {"cpu0": x}), "a list of 8 blocks")
+    assert grade(4, "q2", None).status == "unanswered"
 
 
 def test_ch4_q3_shard_shapes_and_copies(mesh42):
@@ -263,10 +413,8 @@ def test_every_chapter_teaches_before_it_tells(capsys):
     assert ("a second wrong check shows the answer" in first) == (full not in first)
 
 
-def test_ch4_right_answers_print_no_wrong_line(mesh42):
-    from tensorflow.experimental import dtensor
-
-    results = [grade(4, "q1", mesh42, dtensor.Layout([dtensor.UNSHARDED, "model"], mesh42)),
+def test_ch4_right_answers_print_no_wrong_line(model_first):
+    results = [grade(4, "q1", model_first, _layer_layouts(model_first)),
                grade(4, "q3", {k: shape for k, (shape, _) in ch4._reference_shards().items()},
                      {k: n for k, (_, n) in ch4._reference_shards().items()}),
                grade(4, "q4", {k: truth for k, (truth, _) in ch4._reference_collectives().items()}),
@@ -315,6 +463,11 @@ def test_ch4_q5_layout_cost():
     assert_hint(grade(4, "q5", dict(COSTS, b_sent=64 * MIB)), "(a)'s backward traffic", points=3)
     assert_hint(grade(4, "q5", dict(COSTS, b_sent=2 * W_BYTES)), "find each all-reduce", points=3)
     assert_hint(grade(4, "q5", dict(COSTS, even_at=2048)), "one 'batch' group", points=3)
+    # even_at computed from a b_sent that all-reduced the whole dx: the hint points at that slip, not at N
+    whole_dx = grade(4, "q5", dict(COSTS, b_sent=40 * MIB, even_at=2048))
+    assert_hint(whole_dx, "x's rows on ONE device", "follows from your b_sent", points=2)
+    assert "one 'batch' group" not in whole_dx.message
+    assert_correct(grade(4, "q5", dict(COSTS, a_held="67108864", b_held=" 16,777,216 ", even_at="4096")))  # text
     assert_hint(grade(4, "q5", dict(COSTS, even_at=12288)), "the chapter's batch=4 x model=2 mesh", points=3)
     assert_hint(grade(4, "q5", dict(COSTS, even_at=64 * MIB)), "not of bytes", points=3)
     assert_hint(grade(4, "q5", dict(COSTS, even_at=1000)), "as a function of N", points=3)
@@ -616,7 +769,7 @@ def test_ch4_q5_numpy_floats_are_bytes():
     from course_utils.checkers.answers import as_bytes
 
     assert as_bytes(np.float32(67108864)) == 67108864 and as_bytes(np.array(2.0)) == 2
-    assert as_bytes(True) is None and as_bytes("64") is None and as_bytes(float("nan")) is None
+    assert as_bytes(True) is None and as_bytes("64") == 64 and as_bytes(float("nan")) is None
     assert_correct(grade(4, "q5", {k: np.float32(v) for k, v in COSTS.items()}))
 
 
@@ -636,6 +789,21 @@ def test_ch4_the_sandbox_copy_states_no_answer():
     assert module.MATMUL_CASES == ch4.MATMUL_CASES and module.SHARD_LAYOUTS == ch4.SHARD_LAYOUTS
     for cls in module.CHAPTER.exercises:  # BudgetProduct comes from the real ch4_build here
         assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls)))
+
+
+def test_ch4_the_sandbox_copy_of_exercises_1_and_2_states_no_answer():
+    module, undefined = sandbox_copy("ch4_layouts")
+    assert not undefined
+    for gone in ("_reference_layer_specs", "_reference_layer_mesh", "_grade_layer_mesh", "_grade_layer_layout",
+                 "_judge_layer_specs", "_judge_pack_slip"):
+        assert not hasattr(module, gone), gone
+    layer_specs = ch4_layouts._reference_layer_specs()
+    for answer in (layer_specs, ch4_layouts._reference_layer_mesh(), *layer_specs.values()):
+        assert not holding(module, answer), answer
+    for cls in (module.MeshAndLayout, module.PackByHand):
+        assert cls.hints and not {"grade", "judge"} & set(vars(cls))
+    # What the question states stays: the tensors, the CPUs asked for each half, the layout to pack with.
+    assert module.HALVES == ch4_layouts.HALVES and module.PACK_SPECS == ["model", "batch"]
 
 
 def test_ch4_q4_the_question_shows_the_cases_the_checker_judges():

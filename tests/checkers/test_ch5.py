@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch5, ch5_build, ch5_layers, exercises
+from course_utils.checkers import ch5, ch5_budget, ch5_build, ch5_layers, exercises
 from helpers import assert_correct, assert_hint, grade, stripped_exercise
 
 
@@ -14,59 +14,213 @@ def first_try(name, *args):
     return getattr(exercises(5), name)._evaluate(args, {}, first_try=True)
 
 
-def test_ch5_q1_seed(keras2, mesh42):
+def q1_fn(keras2, mesh, fix="reseed"):
+    """An init_kernel(seed, client) a learner could write: the colleague's, fixed (or not) as ``fix`` says.
+
+    fix: "none" (the colleague's), "reseed" (set_random_seed again before the layer), "layer first" (the layer
+        before the probe), "probe everywhere" (every client builds the probe, only the chief prints), "probe seeded"
+        (the probe's initializer gets a seed of its own), "layer seeded" (GlorotUniform(seed=seed) for the layer),
+        "tf.random.set_seed" (re-seeds TensorFlow only), "np.random.seed" (re-seeds NumPy only), "no log" (the chapter's
+        c08 copied: no chief, no probe), "per client" (seed + client), "tf seed only" (tf.random.set_seed, no tf_keras
+        seed), "fixed seed" (seeds with 1 twice, as "reseed" does with the argument).
+    """
+    import numpy as np
+    import tensorflow as tf
     from tensorflow.experimental import dtensor
 
-    def build(seed=None):
-        if seed is not None:
-            keras2.utils.set_random_seed(seed)
-        layer = keras2.layers.Dense(4, kernel_layout=dtensor.Layout.replicated(mesh42, 2),
-                                    bias_layout=dtensor.Layout.replicated(mesh42, 1))
+    def layer_kernel(**options):
+        layer = keras2.layers.Dense(4, kernel_layout=dtensor.Layout.replicated(mesh, 2),
+                                    bias_layout=dtensor.Layout.replicated(mesh, 1), **options)
         layer.build((None, 6))
         return layer.kernel
 
-    assert_correct(grade(5, "q1", build))
-    keras2.utils.set_random_seed(0)  # a seed set elsewhere in the notebook must not hide the bug
-    assert_hint(grade(5, "q1", lambda seed: build()), "Call tf.keras.utils.set_random_seed(seed) inside")
+    def probe(**options):
+        made = keras2.layers.Dense(1, **options)
+        made.build((None, 6))
+        return made
+
+    def init_kernel(seed, client):
+        if fix == "no log":
+            keras2.utils.set_random_seed(seed)
+            return layer_kernel()
+        if fix == "tf seed only":
+            tf.random.set_seed(seed)
+        else:
+            keras2.utils.set_random_seed(seed + (client if fix == "per client" else 0) if fix != "fixed seed" else 1)
+        kernel = layer_kernel() if fix == "layer first" else None
+        if client == 0 or fix == "probe everywhere":
+            sample = np.random.choice(60_000, size=4)
+            made = probe(kernel_initializer=keras2.initializers.GlorotUniform(seed=3)) if fix == "probe seeded" \
+                else probe()
+            if client == 0:
+                print("chief: sample", sample, "| probe kernel norm", float(tf.norm(made.kernel)))
+        if fix in ("reseed", "fixed seed"):
+            keras2.utils.set_random_seed(seed if fix == "reseed" else 1)
+        elif fix == "tf.random.set_seed":
+            tf.random.set_seed(seed)
+        elif fix == "np.random.seed":
+            np.random.seed(seed)
+        if fix == "layer seeded":
+            return layer_kernel(kernel_initializer=keras2.initializers.GlorotUniform(seed=seed))
+        return kernel if kernel is not None else layer_kernel()
+
+    return init_kernel
+
+
+@pytest.mark.parametrize("fix", ["reseed", "layer first", "probe everywhere", "probe seeded", "layer seeded"])
+def test_ch5_q1_every_fix_that_keeps_the_clients_in_step_is_right(keras2, mesh42, fix):
+    assert_correct(grade(5, "q1", q1_fn(keras2, mesh42, fix)))
+
+
+@pytest.mark.parametrize("fix", ["none", "tf.random.set_seed", "np.random.seed"])
+def test_ch5_q1_a_chief_whose_probe_shifts_the_draw_is_told_so(keras2, mesh42, fix):
+    result = grade(5, "q1", q1_fn(keras2, mesh42, fix))
+    assert_hint(result, "the chief (client 0) builds another kernel than client 1",
+                "Which of the chief's extra steps", "The probe's initializer draws its seed", "Re-seed")
+    shown = first_try("q1", q1_fn(keras2, mesh42, fix)).message
+    assert "Which of the chief's extra steps" in shown and "probe's initializer" not in shown and "Re-seed" not in shown
+
+
+def test_ch5_q1_the_chapters_cell_copied_is_not_enough(keras2, mesh42):
+    """Item 4: the chapter's initial_kernel (c08) with the colleague's layer: in step, but the chief's log is gone."""
+    assert_hint(grade(5, "q1", q1_fn(keras2, mesh42, "no log")), "every client builds the same kernel",
+                "The chief no longer logs its probe", points=1)
+
+
+def test_ch5_q1_other_mistakes(keras2, mesh42):
+    assert_hint(grade(5, "q1", q1_fn(keras2, mesh42, "per client")), "seed + 1", "Every client must use the same seed")
+    keras2.utils.set_random_seed(0)  # a seed set elsewhere in the notebook must not hide a missing one
+    result = grade(5, "q1", q1_fn(keras2, mesh42, "tf seed only"))
+    assert_hint(result, "tf_keras checks its own global seed", "tf.random.set_seed", "Keep the colleague's")
     assert ch5_layers._keras_seed_generator().generator is not None  # the checker put the notebook's seed back
-    assert_hint(grade(5, "q1", lambda seed: build(1)), "seeds 7 and 8 gave the same kernel", points=1)
-    # A Keras 3 habit: tf.random.set_seed (or keras.utils.set_random_seed) does not set tf_keras's own seed.
+    assert "Keep the colleague's" not in first_try("q1", q1_fn(keras2, mesh42, "tf seed only")).message
+    assert_hint(grade(5, "q1", q1_fn(keras2, mesh42, "fixed seed")), "gave the same kernel: use the seed argument",
+                points=1)
+    assert_hint(grade(5, "q1", lambda seed, client: np.zeros((6, 4))), "as a DTensor")
+    colleague = q1_fn(keras2, mesh42, "reseed")
+    assert_hint(grade(5, "q1", lambda seed: colleague(seed, 0)), "init_kernel(seed, client)")
+    assert_hint(grade(5, "q1", "reseed"), "should be a function (seed, client) -> kernel")
+
+
+def test_ch5_q1_the_question_shows_the_colleagues_function(keras2, mesh42):
+    """The function the question shows is q1_fn's "none", and the solution's fix is "reseed": both run here."""
+    import nbformat
+    from course_utils.checkout import checkout_root
+
+    nb = nbformat.read(checkout_root() / "solutions" / "05_dtensor_with_keras.ipynb", as_version=4)
+    question = next(cell.source for cell in nb.cells if cell.get("id") == "c02")
+    shown = question.split("```python\n")[1].split("```")[0]
+    import types
+
     import tensorflow as tf
+    from tensorflow.experimental import dtensor
 
-    def tf_seeded(seed):
-        tf.random.set_seed(seed)
-        return build()
-    assert_hint(grade(5, "q1", tf_seeded), "tf_keras checks its own global seed", "tf.random.set_seed",
-                "inside init_kernel, before creating the layer")
-    assert "inside init_kernel, before creating the layer" not in first_try("q1", tf_seeded).message
-    assert_hint(grade(5, "q1", lambda seed: np.zeros((6, 4))), "as a DTensor")
-    assert_hint(grade(5, "q1", lambda: 1), "raised TypeError")
+    as_in_the_notebook = types.SimpleNamespace(keras=keras2, norm=tf.norm)  # tf.keras is tf_keras there
+    namespace = {"tf": as_in_the_notebook, "np": np, "mesh": mesh42, "dtensor": dtensor}
+    exec(shown, namespace)
+    result = grade(5, "q1", namespace["init_kernel"])
+    assert_hint(result, "the chief (client 0) builds another kernel than client 1")
 
 
-def test_ch5_q2_model_parallel_dense(keras2, mesh42):
+def make_embedding_fn(keras2, specs=("unsharded", "model"), keyword="embeddings_layout", build="build",
+                      shape=(1000, 64), fixed_mesh=None, layout_map=False):
+    """A make_embedding(mesh) a learner could write; the defaults make a right one."""
+    from tensorflow.experimental import dtensor
+
+    def make_embedding(mesh):
+        mesh = fixed_mesh or mesh
+        options = {} if specs is None else {keyword: dtensor.Layout(list(specs), mesh)}
+        if layout_map:
+            rules = keras2.dtensor.experimental.LayoutMap(mesh=mesh)
+            rules["tokens.embeddings"] = options.pop(keyword)
+            with rules.scope():
+                model = keras2.Sequential([keras2.layers.Embedding(*shape, name="tokens", input_length=5)])
+            return model.layers[0]
+        layer = keras2.layers.Embedding(*shape, **options)
+        if build == "build":
+            layer.build((None,))
+        elif build == "call":
+            layer(dtensor.copy_to_mesh(np.zeros((4, 5), "int32"), dtensor.Layout.replicated(mesh, rank=2)))
+        return layer
+
+    return make_embedding
+
+
+def test_ch5_q2_right_forms(keras2, mesh42):
+    from tensorflow.experimental import dtensor
+
+    holder = ch5_layers._keras_seed_generator()
+    holder.generator = None  # a kernel with no seed set: the checker lends one (this exercise is about layouts)
+    assert_correct(grade(5, "q2", make_embedding_fn(keras2)))
+    assert holder.generator is None
+    keras2.utils.set_random_seed(0)
+    assert_correct(grade(5, "q2", make_embedding_fn(keras2, build="call")))
+    assert_correct(grade(5, "q2", make_embedding_fn(keras2, layout_map=True)))
+    sequential = make_embedding_fn(keras2)
+    assert_correct(grade(5, "q2", lambda mesh: keras2.Sequential([sequential(mesh)])))  # the layer in a model
+
+    def batch_sharded(mesh):  # Layout.batch_sharded along axis 1, as exercise 4 uses it
+        layer = keras2.layers.Embedding(1000, 64, embeddings_layout=dtensor.Layout.batch_sharded(mesh, "model", 2, 1))
+        layer.build((None, 5))
+        return layer
+
+    assert_correct(grade(5, "q2", batch_sharded))
+
+
+def test_ch5_q2_the_chapters_dense_layouts_copied_are_refused(keras2, mesh42):
+    """Item 4: the chapter's kernel_layout (c34, the old exercise's Dense(128) by columns) on an Embedding, or the
+    Dense itself."""
     from tensorflow.experimental import dtensor
 
     U = dtensor.UNSHARDED
-    keras2.utils.set_random_seed(1)
+    result = grade(5, "q2", make_embedding_fn(keras2, keyword="kernel_layout"))
+    assert_hint(result, "Embedding takes no `kernel_layout`", "<name>_initializer", "embeddings_layout")
+    assert "embeddings_layout" not in first_try("q2", make_embedding_fn(keras2, keyword="kernel_layout")).message
 
-    def dense(kernel_specs, bias_specs, units=128, build=True):
-        layer = keras2.layers.Dense(units, kernel_layout=dtensor.Layout(kernel_specs, mesh42),
-                                    bias_layout=dtensor.Layout(bias_specs, mesh42))
-        if build:
-            layer.build((None, 784))
+    def chapters_dense(mesh):
+        layer = keras2.layers.Dense(128, kernel_layout=dtensor.Layout([U, "model"], mesh),
+                                    bias_layout=dtensor.Layout(["model"], mesh))
+        layer.build((None, 784))
         return layer
 
-    assert_correct(grade(5, "q2", dense([U, "model"], ["model"])))
-    assert_hint(grade(5, "q2", dense(["model", U], [U])), "splits the 784 INPUTS", "bias is replicated")
-    assert_hint(grade(5, "q2", dense([U, "model"], [U])), "bias is replicated", "Layout(['model'], mesh)", points=1)
-    assert "Layout(['model'], mesh)" not in first_try("q2", dense([U, "model"], [U])).message
-    assert_hint(grade(5, "q2", dense([U, "batch"], ["batch"])), "splits the DATA")
-    assert_hint(grade(5, "q2", dense([U, U], [U])), "data parallelism")
-    assert_hint(grade(5, "q2", dense([U, "model"], ["model"], build=False)), "layer.build((None, 784))")
-    assert_hint(grade(5, "q2", dense([U, "model"], ["model"], units=64)), "(784, 128)", points=1)
-    plain = keras2.layers.Dense(128)
-    plain.build((None, 784))
-    assert_hint(grade(5, "q2", plain), "not a DTensor")
+    assert_hint(grade(5, "q2", chapters_dense), "with a kernel", "tf.keras.layers.Embedding(1000, 64)")
+
+
+def test_ch5_q2_split_rows_cannot_be_looked_up(keras2, mesh42):
+    rows = make_embedding_fn(keras2, specs=("model", "unsharded"))
+    # The question's claim: in TensorFlow 2.21 DTensor's gather refuses a table whose rows are split.
+    cases = exercises(5).q2.collect(rows)["cases"]
+    assert "DTensor does not support sharded 0th dimension" in cases[0]["lookup"]["error"], cases
+    assert all("error" in case["lookup"] for case in cases)
+    result = grade(5, "q2", rows)
+    assert_hint(result, "table ['model', 'unsharded']: each device holds 1/(size of 'model') of the table",
+                "a lookup of token ids with this table fails", "Which other axis", "The 64 features, axis 1",
+                points=1)
+    shown = first_try("q2", rows).message  # DTensor's second failed gather fails otherwise: the hint is the same
+    assert "Which other axis" in shown and "64 features, axis 1" not in shown and "UNSHARDED, 'model'" not in shown
+    # The learner's kernel is not harmed: a right table looks tokens up after the failed lookups.
+    assert_correct(grade(5, "q2", make_embedding_fn(keras2)))
+
+
+def test_ch5_q2_aimed_hints(keras2, mesh42):
+    def graded(**options):
+        return grade(5, "q2", make_embedding_fn(keras2, **options))
+
+    assert_hint(graded(specs=("model",)), "the layout has rank 1 and the table rank 2")
+    assert_hint(graded(specs=("unsharded", "model", "unsharded")), "the layout has rank 3 and the table rank 2")
+    assert_hint(graded(specs=("unsharded", "unsharded")), "is replicated: every device holds the whole table")
+    assert_hint(graded(specs=("batch", "unsharded")), "uses 'batch', the axis that splits the DATA")
+    assert_hint(graded(specs=("unsharded", "batch")), "uses 'batch', the axis that splits the DATA")
+    assert_hint(graded(specs=None), "not on the mesh (an ordinary variable)")
+    assert_hint(graded(build=None), "returned an Embedding layer without a table yet: build the layer")
+    assert_hint(graded(shape=(1000, 32)), "the table's shape is (1000, 32)")
+    assert_hint(graded(fixed_mesh=mesh42), "lives on a mesh batch=4 x model=2, not on the mesh passed in "
+                                           "(batch=2 x model=4)")
+    assert_hint(graded(keyword="layout"), "Embedding takes no `layout`")
+    keras2.utils.set_random_seed(0)
+    built = make_embedding_fn(keras2)(mesh42)
+    assert_hint(grade(5, "q2", built), "should be a function mesh -> a built tf.keras.layers.Embedding")
+    assert grade(5, "q2", None).status == "unanswered"
 
 
 Q3_RIGHT = {r"up_\d+\.kernel": ["unsharded", "model"], r"up_\d+\.bias": ["model"],
@@ -192,77 +346,166 @@ def test_ch5_q3_keras3_forms_are_told_what_tf_keras_wants(keras2, mesh42):
     assert_hint(grade(5, "q3", keras3_map), "Keras 3's keras.distribution.LayoutMap", "tf_keras")
 
 
-def test_ch5_q4_pack_fn(mesh42):
+def q4_packer(mesh, image_specs, label_specs=("batch",), transpose=False):
     from course_utils import pack_batch
     from tensorflow.experimental import dtensor
 
-    def packer(image_specs, label_specs, mesh=mesh42):
-        return lambda images, labels: (pack_batch(images, dtensor.Layout(image_specs, mesh)),
-                                       pack_batch(labels, dtensor.Layout(label_specs, mesh)))
+    def pack_fn(images, labels):
+        if transpose:
+            images = np.swapaxes(images, 0, 1)
+        return (pack_batch(images, dtensor.Layout(list(image_specs), mesh)),
+                pack_batch(labels, dtensor.Layout(list(label_specs), mesh)))
+
+    return pack_fn
+
+
+def test_ch5_q4_right_forms(mesh42):
+    from course_utils import pack_batch
+    from tensorflow.experimental import dtensor
 
     U = dtensor.UNSHARDED
-    assert_correct(grade(5, "q4", packer(["batch", U, U, U], ["batch"])))
-    assert_hint(grade(5, "q4", packer(["batch", U, U, U], ["batch", U, U, U])), "rank=1")
-    assert_hint(grade(5, "q4", packer(["model", U, U, U], ["batch"])), "splits WEIGHTS", "Expected", points=1)
-    shown = first_try("q4", packer(["model", U, U, U], ["batch"])).message
-    assert "splits WEIGHTS" in shown and "Expected" not in shown and "replicated over 'model'" not in shown
-    assert_hint(grade(5, "q4", packer([U, "batch", U, U], ["batch"])), "does not hold the examples", points=1)
-    assert_hint(grade(5, "q4", packer(["batch", U, U, U], [U])), "replicated", points=1)
+    assert_correct(grade(5, "q4", q4_packer(mesh42, [U, "batch", U])))
+
+    def batch_sharded(images, labels):
+        return (pack_batch(images, dtensor.Layout.batch_sharded(mesh42, "batch", rank=3, axis=1)),
+                pack_batch(labels, dtensor.Layout.batch_sharded(mesh42, "batch", rank=1)))
+
+    assert_correct(grade(5, "q4", batch_sharded))
+    assert_correct(grade(5, "q4", lambda images, labels: list(batch_sharded(images, labels))))
+    assert_correct(grade(5, "q4", lambda images, labels: dict(zip(("labels", "images"),
+                                                                  batch_sharded(images, labels)[::-1]))))
+
+    def by_hand(images, labels):  # dtensor.pack: one piece per device, in the mesh's order ('model' fastest)
+        groups, model = mesh42.dim_size("batch"), mesh42.dim_size("model")
+        image_pieces, label_pieces = np.split(images, groups, axis=1), np.split(labels, groups)
+        return (dtensor.pack([image_pieces[i // model] for i in range(mesh42.size)],
+                             dtensor.Layout([U, "batch", U], mesh42)),
+                dtensor.pack([label_pieces[i // model] for i in range(mesh42.size)], dtensor.Layout(["batch"], mesh42)))
+
+    assert_correct(grade(5, "q4", by_hand))
+
+
+def test_ch5_q4_the_chapters_layouts_copied_are_refused(mesh42):
+    """Item 4: the chapter's batch-sharded layouts (c14, c36: the examples on axis 0) split the time steps here;
+    its rank-4 image layout does not fit a rank-3 batch."""
+    U = "unsharded"
+    copied = q4_packer(mesh42, ["batch", U, U])
+    result = grade(5, "q4", copied)
+    assert_hint(result, "'batch' splits axis 0, the 28 time steps", "Which axis holds the examples here?",
+                "Expected ['unsharded', 'batch', 'unsharded']", "labels: ['batch']", points=1)
+    shown = first_try("q4", copied).message
+    assert "Which axis holds the examples here?" in shown and "Expected" not in shown and "axis=1" not in shown
+    assert_hint(grade(5, "q4", q4_packer(mesh42, ["batch", U, U, U])), "the images have rank 3", "own rank")
+
+
+def test_ch5_q4_aimed_hints(mesh42):
+    from tensorflow.experimental import dtensor
+
+    U = dtensor.UNSHARDED
+    assert_hint(grade(5, "q4", q4_packer(mesh42, [U, U, "batch"])), "the 28 pixels of each row", points=1)
+    assert_hint(grade(5, "q4", q4_packer(mesh42, [U, "model", U])), "splits WEIGHTS", points=1)
+    assert_hint(grade(5, "q4", q4_packer(mesh42, [U, U, U])), "replicated", points=1)
+    assert_hint(grade(5, "q4", q4_packer(mesh42, [U, "batch", U], [U])), "replicated", points=1)
+    assert_hint(grade(5, "q4", q4_packer(mesh42, ["batch", U, U], transpose=True)), "you transposed them",
+                points=1)
     flat = dtensor.create_mesh([("batch", 8)], devices=mesh42.local_devices())
-    assert_hint(grade(5, "q4", packer(["batch", U, U, U], ["batch"], flat)), "batch x model mesh")
+    assert_hint(grade(5, "q4", q4_packer(flat, [U, "batch", U])), "batch x model mesh")
     assert_hint(grade(5, "q4", lambda images, labels: (images, labels)), "not a DTensor")
     assert_hint(grade(5, "q4", lambda images, labels: images), "return a pair")
-    # Swapped: the labels first.
-    swapped = packer(["batch", U, U, U], ["batch"])
-    assert_hint(grade(5, "q4", lambda images, labels: swapped(images, labels)[::-1]), "labels first")
-    # A dict of the two is read by its names.
-    assert_correct(grade(5, "q4", lambda images, labels: dict(zip(("labels", "images"), swapped(images, labels)[::-1]))))
-    assert_correct(grade(5, "q4", lambda images, labels: list(swapped(images, labels))))
+    right = q4_packer(mesh42, [U, "batch", U])
+    assert_hint(grade(5, "q4", lambda images, labels: right(images, labels)[::-1]), "labels first")
+    assert_hint(grade(5, "q4", lambda images, labels: right(images[:, :8], labels[:8])), "differs from the input")
 
 
-MEMORY = {"data parallel": 19_538_040, "FSDP-style": 5_087_352, "tensor parallel": 9_769_080, "2-D": 2_543_736}
+# Exercise 5: SGD with momentum on batch=2 x model=4 (the chapter: Adam on batch=4 x model=2).
+MEMORY = {"data parallel": 13_025_360, "FSDP-style": 6_602_832, "tensor parallel": 3_256_400, "2-D": 1_650_768}
+CHAPTER_ADAM = {"data parallel": 19_538_040, "FSDP-style": 5_087_352, "tensor parallel": 9_769_080, "2-D": 2_543_736}
 
 
 def test_ch5_q5_truth_follows_shapes_layouts_and_the_cost_model():
-    assert ch5._reference_budget_memory() == MEMORY
-    sent = ch5.budget_bytes_sent()
+    assert ch5_budget._reference_budget_memory() == MEMORY
+    sent = ch5_budget.budget_bytes_sent()
     assert sent["tensor parallel"] < sent["2-D"] < sent["data parallel"] < sent["FSDP-style"]
-    assert [name for name, total in MEMORY.items() if total <= ch5.BUDGET_BYTES] == ["FSDP-style", "tensor parallel", "2-D"]
+    fitting = [name for name, total in MEMORY.items() if total <= ch5_budget.BUDGET_BYTES]
+    assert fitting == ["FSDP-style", "tensor parallel", "2-D"]
+    # On this mesh tensor parallelism holds less than FSDP-style sharding (the chapter's mesh had it the other way).
+    assert MEMORY["tensor parallel"] < MEMORY["FSDP-style"] and CHAPTER_ADAM["FSDP-style"] < CHAPTER_ADAM["tensor parallel"]
+
+
+def test_ch5_q5_the_question_is_what_tf_keras_holds(keras2):
+    """The question's claims, measured: tf_keras' DTensor SGD with momentum keeps one slot per weight, in the weight's
+    layout, and an 8-byte step counter; the four placements of the 2048-unit MLP on batch=2 x model=4 hold MEMORY."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    from course_utils import bytes_per_device
+
+    cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+    mesh = dtensor.create_mesh([("batch", 2), ("model", 4)], devices=cpus[:8])
+    for name, spec_list in ch5_budget.BUDGET_PLACEMENTS.items():
+        keras2.utils.set_random_seed(0)
+        layouts = [dtensor.Layout(spec, mesh) for spec in spec_list]
+        model = keras2.Sequential([
+            keras2.layers.Flatten(input_shape=(28, 28, 1)),
+            keras2.layers.Dense(2048, name="d1", kernel_layout=layouts[0], bias_layout=layouts[1]),
+            keras2.layers.Dense(10, name="d2", kernel_layout=layouts[2], bias_layout=layouts[3])])
+        sgd = keras2.dtensor.experimental.optimizers.SGD(0.01, momentum=0.9, mesh=mesh)
+        sgd.build(model.trainable_variables)
+        held = bytes_per_device([model, sgd])
+        assert set(held.values()) == {MEMORY[name] + 8}, (name, held)
+        assert sorted(v.name.split("/")[0] for v in sgd.variables()) == ["iteration:0"] + ["m"] * 4
 
 
 def test_ch5_q5_the_answer_depends_on_the_hardware_so_the_question_names_it():
     """On these CPUs tensor parallelism alone sends least; with a native all-gather and reduce-scatter, 2-D ties it."""
-    on_cpu, native = ch5.budget_bytes_sent(), ch5.budget_bytes_sent(on_cpu=False)
+    on_cpu, native = ch5_budget.budget_bytes_sent(), ch5_budget.budget_bytes_sent(on_cpu=False)
     fitting = ["FSDP-style", "tensor parallel", "2-D"]
     assert min(fitting, key=on_cpu.get) == "tensor parallel" and on_cpu["tensor parallel"] < on_cpu["2-D"]
     assert native["tensor parallel"] == native["2-D"] < native["FSDP-style"]  # no single answer without the hardware
     assert "on these CPUs" in grade(5, "q5", MEMORY, "2-D").message
-    # The question names the hardware (the exercise cell's markdown, read from the solution notebook).
+    # The question names the hardware, the optimizer and the mesh (the exercise cell's markdown, read from the
+    # solution notebook).
     import nbformat
     from course_utils.checkout import checkout_root
 
     nb = nbformat.read(checkout_root() / "solutions" / "05_dtensor_with_keras.ipynb", as_version=4)
     question = next(cell.source for cell in nb.cells if cell.get("id") == "c15a")
     assert "**on these CPUs**" in question and "native" in question
+    assert "**SGD with momentum**" in question and "momentum=0.9" in question and "**`batch=2 × model=4`**" in question
 
 
 def test_ch5_q5_memory_budget():
     assert_correct(grade(5, "q5", MEMORY, "tensor parallel"))
     assert_correct(grade(5, "q5", {k: float(v) for k, v in MEMORY.items()}, "Tensor_Parallel"))
-    weights_only = {k: v // 3 for k, v in MEMORY.items()}
-    assert_hint(grade(5, "q5", weights_only, "tensor parallel"), "the weights alone", "two slots per weight",
+    assert_correct(grade(5, "q5", {k: np.int64(v) for k, v in MEMORY.items()}, "TP"))
+    weights_only = {k: v // 2 for k, v in MEMORY.items()}
+    assert_hint(grade(5, "q5", weights_only, "tensor parallel"), "the weights alone", "one slot per weight",
                 points=1)
-    one_slot = {k: 2 * v for k, v in weights_only.items()}
-    assert_hint(grade(5, "q5", one_slot, "tensor parallel"), "one slot per weight", points=1)
+    adam = {k: 3 * v for k, v in weights_only.items()}
+    assert_hint(grade(5, "q5", adam, "tensor parallel"), "two slots per weight, as Adam keeps",
+                "One, its momentum", points=1)
     assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": MEMORY["2-D"] // 4}), "tensor parallel"), "elements",
                 "4 bytes", points=4)
-    assert_hint(grade(5, "q5", dict(MEMORY, **{"FSDP-style": 3 * 1_655_784}), "tensor parallel"), "Adam's slots",
-                points=4)
     assert_hint(grade(5, "q5", MEMORY, "2-D"), "holds the least, but", points=4)  # smallest, not cheapest
     assert_hint(grade(5, "q5", MEMORY, "data parallel"), "holds more than the budget", points=4)
     assert_hint(grade(5, "q5", MEMORY, "FSDP-style"), "another placement that fits", points=4)
     assert_hint(grade(5, "q5", MEMORY, "pipeline"), "name one of", points=4)
     assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": None}), "tensor parallel"), "2-D: not answered yet", points=4)
+
+
+def test_ch5_q5_the_chapters_table_copied_is_refused():
+    """Item 4: the chapter's cell c50h with d1 widened to 2048 gives Adam's bytes on batch=4 x model=2."""
+    result = grade(5, "q5", CHAPTER_ADAM, "tensor parallel")
+    assert_hint(result, "Adam's bytes on the chapter's batch=4 x model=2 mesh", "SGD with momentum, on batch=2 x model=4",
+                points=1)  # the choice; data parallel's bytes do not depend on the mesh: told as Adam's two slots
+    assert "two slots per weight, as Adam keeps" in result.message
+    with_counter = {k: v + 8 for k, v in CHAPTER_ADAM.items()}
+    assert "the chapter's batch=4 x model=2 mesh" in grade(5, "q5", with_counter, "tensor parallel").message
+    chapter_mesh = ch5_budget._reference_budget_memory_of(2048, ch5_budget.CHAPTER_MESH, slots=1)
+    assert_hint(grade(5, "q5", chapter_mesh, "tensor parallel"), "divides by the chapter's axis sizes",
+                points=2)  # data parallel (the same on both meshes) and the choice
+    chapter_mlp = {"data parallel": 1_221_240, "FSDP-style": 318_072, "tensor parallel": 610_680, "2-D": 159_096}
+    assert_hint(grade(5, "q5", chapter_mlp, "tensor parallel"), "the chapter's MLP (128 hidden units)", points=1)
 
 
 def test_ch5_q5_readable_forms_and_slips():
@@ -275,14 +518,11 @@ def test_ch5_q5_readable_forms_and_slips():
     assert_hint(grade(5, "q5", with_counter, "tensor parallel"), "8-byte step counter", points=1)
     in_mib = {k: round(v / 2**20, 2) for k, v in MEMORY.items()}
     assert_hint(grade(5, "q5", in_mib, "tensor parallel"), "looks like MiB", points=1)
-    chapter = {"data parallel": 1_221_240, "FSDP-style": 318_072, "tensor parallel": 610_680, "2-D": 159_096}
-    assert chapter == ch5._reference_budget_memory_of(128)
-    assert_hint(grade(5, "q5", chapter, "tensor parallel"), "the chapter's MLP (128 hidden units)", points=1)
 
 
 @pytest.mark.parametrize("memory, hidden", [
-    ({k: v // 3 for k, v in MEMORY.items()}, "two slots"),
-    ({k: 2 * v // 3 for k, v in MEMORY.items()}, "Two (m and v)"),
+    ({k: v // 2 for k, v in MEMORY.items()}, "one slot per weight"),
+    ({k: 3 * v // 2 for k, v in MEMORY.items()}, "One, its momentum"),
     ({k: v // 4 for k, v in MEMORY.items()}, "4 bytes"),
 ])
 def test_ch5_q5_first_try_holds_the_arithmetic_back(memory, hidden):
@@ -668,14 +908,10 @@ def test_ch5_q6_checks_what_build_on_mesh_returns_before_any_step(keras2):
 def test_ch5_q2_q3_layouts_on_another_mesh_are_refused(mesh42, keras2):
     from tensorflow.experimental import dtensor
 
-    U = dtensor.UNSHARDED
     cpus = [d.name for d in __import__("tensorflow").config.list_logical_devices("CPU")]
     line = dtensor.create_mesh([("model", 2)], devices=cpus[:2])
-    keras2.utils.set_random_seed(0)
-    layer = keras2.layers.Dense(128, kernel_layout=dtensor.Layout([U, "model"], line),
-                                bias_layout=dtensor.Layout(["model"], line))
-    layer.build((None, 784))
-    assert_hint(grade(5, "q2", layer), "the exercise's mesh is batch=4 x model=2")
+    assert_hint(grade(5, "q2", make_embedding_fn(keras2, fixed_mesh=line)),
+                "lives on a mesh model=2, not on the mesh passed in (batch=4 x model=2)")
     other = dtensor.create_mesh([("batch", 2), ("model", 4)], devices=cpus)
     result = grade(5, "q3", q3_map(keras2, other, Q3_RIGHT))
     assert "not on the exercise's batch=4 x model=2" in result.message and result.points < result.max_points
@@ -687,26 +923,13 @@ def right_answers(keras2, mesh):
     from course_utils import pack_batch
     from tensorflow.experimental import dtensor
 
-    U = dtensor.UNSHARDED
-
-    def init_kernel(seed):
-        keras2.utils.set_random_seed(seed)
-        layer = keras2.layers.Dense(4, kernel_layout=dtensor.Layout.replicated(mesh, rank=2),
-                                    bias_layout=dtensor.Layout.replicated(mesh, rank=1))
-        layer.build((None, 6))
-        return layer.kernel
-
-    keras2.utils.set_random_seed(3)
-    layer = keras2.layers.Dense(128, kernel_layout=dtensor.Layout([U, "model"], mesh),
-                                bias_layout=dtensor.Layout(["model"], mesh))
-    layer.build((None, 784))
     layout_map = q3_map(keras2, mesh, Q3_RIGHT)
 
     def pack_fn(images, labels):
-        return (pack_batch(images, dtensor.Layout.batch_sharded(mesh, "batch", rank=4)),
+        return (pack_batch(images, dtensor.Layout.batch_sharded(mesh, "batch", rank=3, axis=1)),
                 pack_batch(labels, dtensor.Layout.batch_sharded(mesh, "batch", rank=1)))
 
-    return {"q1": init_kernel, "q2": layer, "q3": layout_map, "q4": pack_fn}
+    return {"q1": q1_fn(keras2, mesh), "q2": make_embedding_fn(keras2), "q3": layout_map, "q4": pack_fn}
 
 
 @pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4"])
@@ -717,17 +940,17 @@ def test_ch5_right_with_another_seed(keras2, mesh42, name):
 
 
 @pytest.mark.parametrize("name, fragment", [
-    ("q1", "not the ones tf_keras draws"),  # the seeds passed to init_kernel come from the check's seed
+    ("q1", "are not ones tf_keras draws"),  # the seeds passed to init_kernel come from the check's seed
     ("q4", "the packed global value differs"),  # so does the batch pack_fn packs
 ])
 def test_ch5_data_of_another_seed_is_not_enough(keras2, mesh42, name, fragment):
-    """Exercises 2 and 3 take no input: their data is the same for every seed."""
+    """Exercises 2 and 3 judge layouts only: their data says the same for every seed."""
     ex = getattr(exercises(5), name)
     result = ex.judge_export(ex.export(right_answers(keras2, mesh42)[name], seed=0), seed=12345)
     assert result.points < result.max_points and fragment in result.message, str(result)
 
 
-@pytest.mark.parametrize("module, cls, name", [("ch5_layers", "Seeds", "q1"), ("ch5_layers", "ShardedDense", "q2"),
+@pytest.mark.parametrize("module, cls, name", [("ch5_layers", "Seeds", "q1"), ("ch5_layers", "EmbeddingTable", "q2"),
                                                ("ch5", "LayoutMapKeys", "q3"), ("ch5", "PackTrainingBatch", "q4")])
 def test_ch5_stripped_checkers_still_collect(keras2, mesh42, module, cls, name):
     text = stripped_exercise(module, cls, 5, name).export(right_answers(keras2, mesh42)[name], seed=7)
@@ -747,17 +970,18 @@ def test_ch5_q6_data_of_another_seed_is_not_enough(q6_results):
 
 # --- the graded sandbox's copy of these modules states no answer ------------------------------------
 
-@pytest.mark.parametrize("name", ["ch5", "ch5_layers", "ch5_build"])
+@pytest.mark.parametrize("name", ["ch5", "ch5_layers", "ch5_budget", "ch5_build"])
 def test_ch5_the_sandbox_copy_states_no_answer(name):
     from helpers import holding, sandbox_copy
 
     module, undefined = sandbox_copy(name)
     assert not undefined, undefined
-    for gone in ("_reference_paths", "_reference_budget_memory", "_reference_budget_memory_of", "_reference_kernel",
+    for gone in ("_reference_paths", "_reference_budget_memory", "_reference_budget_memory_of", "_reference_kernels",
                  "_reference_dtensor_adam", "reference_mlp", "reference_adam_first_step"):
         assert not hasattr(module, gone), gone
-    for answer in (ch5._reference_paths(), ch5._reference_budget_memory(), "tensor parallel",
-                   ch5_build._reference_dtensor_adam()):
+    for answer in (ch5._reference_paths(), ch5_budget._reference_budget_memory(), "tensor parallel",
+                   ch5_build._reference_dtensor_adam(), [ch5.UNSHARDED, "batch", ch5.UNSHARDED],
+                   [ch5.UNSHARDED, "model"]):
         assert not holding(module, answer), answer
     for cls in vars(module).values():
         if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "hints"):

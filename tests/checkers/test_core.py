@@ -161,13 +161,16 @@ def test_as_bytes_rounds_numbers_and_refuses_the_rest():
 def test_as_number_and_as_int_read_what_a_learner_types():
     from fractions import Fraction
 
-    from course_utils.checkers.answers import as_int, as_number
+    from course_utils.checkers.answers import as_bytes, as_int, as_number
 
     for text, number in (("4096", 4096), (" 0.2 ", 0.2), ("940_584", 940584), ("940,584", 940584),
-                         ("940 584", 940584), ("20%", 0.2), (" 20 % ", 0.2), (Fraction(1, 5), 0.2),
+                         ("940 584", 940584), (Fraction(1, 5), 0.2),
                          (np.float32(0.5), 0.5), (np.array(2.0), 2.0)):
         assert as_number(text) == pytest.approx(number), text
-    for unreadable in ("1,5", "64 MiB", "two", True, np.bool_(True), None, [1], float("nan"), float("inf")):
+    for unreadable in ("1,5", "64 MiB", "two", True, np.bool_(True), None, [1], float("nan"), float("inf"), b"4096",
+                       "20%"):
         assert as_number(unreadable) is None, unreadable
+    assert as_number("20%", percent=True) == pytest.approx(0.2) and as_number(" 20 % ", percent=True) == 0.2
+    assert as_int("200%") is None and as_bytes("100%") is None  # a percentage is only a share
     assert as_int("2") == 2 and as_int(np.int64(3)) == 3 and as_int(63.0) == 63 and as_int(2 ** 70) == 2 ** 70
     assert as_int("2.5") is None and as_int(2.5) is None and as_int(True) is None

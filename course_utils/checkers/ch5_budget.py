@@ -1,0 +1,171 @@
+"""Chapter 5 · exercise 5: the bytes one device holds per placement of a wider MLP, and the cheapest placement
+that fits a memory budget (the answers are data: ``grade``)."""
+import math
+
+from .answers import UNSHARDED, as_bytes, grade_items
+from ..costs import matmul_cost
+from ..meshes import mesh_text
+from .core import Exercise, Feedback
+from .ch4 import unit_slip
+
+# Exercise 5: Flatten -> Dense(2048, "d1") -> Dense(10, "d2") with the DTensor SGD with momentum, a global batch
+# of 128 on batch=2 x model=4 (the chapter's table c50h: Adam, its 128-unit MLP, batch=4 x model=2).
+BUDGET_MESH = {"batch": 2, "model": 4}
+CHAPTER_MESH = {"batch": 4, "model": 2}
+BUDGET_BATCH, BUDGET_HIDDEN = 128, 2048
+BUDGET_BYTES = 10 * 2**20
+BUDGET_SHAPES = {"d1.kernel": (784, BUDGET_HIDDEN), "d1.bias": (BUDGET_HIDDEN,),
+                 "d2.kernel": (BUDGET_HIDDEN, 10), "d2.bias": (10,)}
+BUDGET_PLACEMENTS = {  # specs of d1.kernel, d1.bias, d2.kernel, d2.bias: the chapter's four placements
+    "data parallel": ([UNSHARDED, UNSHARDED], [UNSHARDED], [UNSHARDED, UNSHARDED], [UNSHARDED]),
+    "FSDP-style": (["batch", UNSHARDED], [UNSHARDED], [UNSHARDED, UNSHARDED], [UNSHARDED]),
+    "tensor parallel": ([UNSHARDED, "model"], ["model"], ["model", UNSHARDED], [UNSHARDED]),
+    "2-D": (["batch", "model"], ["model"], ["model", UNSHARDED], [UNSHARDED]),
+}
+
+
+def _reference_budget_memory():
+    """Bytes one device holds per placement: the weights and SGD's momentum slot (one per weight, in its layout),
+    the step counter left out."""
+    return _reference_budget_memory_of(BUDGET_HIDDEN, BUDGET_MESH, slots=1)
+
+
+def budget_bytes_sent(on_cpu=True):
+    """Bytes one device sends per training step, per placement, as DTensor runs the collectives on CPU.
+
+    Priced with ``matmul_cost``: d1's product and its weight gradient (the first layer needs no
+    input gradient), then d2's product and both gradients; each gradient in its weight's layout.
+    With ``on_cpu=False``, each collective is priced by the ring formula of its own kind, as
+    hardware with a native all-gather and reduce-scatter would run it (exercise 5 is about these CPUs).
+    """
+    sent = {}
+    for name, (d1_kernel, _, d2_kernel, _) in BUDGET_PLACEMENTS.items():
+        d1 = matmul_cost([BUDGET_BATCH, 784], ["batch", UNSHARDED], BUDGET_SHAPES["d1.kernel"], d1_kernel,
+                         BUDGET_MESH, dw_specs=d1_kernel)
+        d2 = matmul_cost([BUDGET_BATCH, BUDGET_HIDDEN], d1.output_specs, BUDGET_SHAPES["d2.kernel"], d2_kernel,
+                         BUDGET_MESH, dw_specs=d2_kernel)
+        products = [d1.forward, d1.backward[1], d2.forward, *d2.backward]
+        sent[name] = round(sum(c.bytes_sent_on_cpu if on_cpu else c.bytes_sent_per_device
+                               for p in products for c in p.collectives))
+    return sent
+
+
+_PLACEMENT_SPELLINGS = {  # what a learner may call each placement (lower case, '-' and '_' read as spaces)
+    "data parallel": ("data parallel", "data parallelism", "data", "dp", "ddp", "replicated"),
+    "FSDP-style": ("fsdp style", "fsdp", "fully sharded data parallel", "zero 3", "zero3", "zero stage 3"),
+    "tensor parallel": ("tensor parallel", "tensor parallelism", "tensor", "tp", "model parallel",
+                        "model parallelism", "megatron"),
+    "2-D": ("2 d", "2d", "2 d parallel", "2d parallel", "2 d parallelism", "two d", "2 d (data x model)"),
+}
+
+
+def _placement_name(raw):
+    """The placement of :data:`BUDGET_PLACEMENTS` that ``raw`` names ('2-D', '2D', 'FSDP', 'Tensor_Parallel', ...),
+    or None."""
+    if not isinstance(raw, str):
+        return None
+    words = " ".join(raw.strip().strip("()[]'\"`.:").lower().replace("_", " ").replace("-", " ").split())
+    for name, spellings in _PLACEMENT_SPELLINGS.items():
+        if words in spellings or words.replace(" ", "") in {s.replace(" ", "") for s in spellings}:
+            return name
+    return None
+
+
+def _by_placement(answer):
+    """``answer`` with keys that name a placement in another spelling ('2D', 'fsdp', 'Tensor Parallel') renamed."""
+    if not isinstance(answer, dict):
+        return answer
+    renamed = {}
+    for key, value in answer.items():
+        name = _placement_name(key)
+        renamed[name if name and name not in answer and name not in renamed else key] = value
+    return renamed
+
+
+def _reference_budget_memory_of(hidden, mesh, slots):
+    """Bytes one device holds per placement for a d1 of ``hidden`` units on a mesh of ``mesh``'s axis sizes, with an
+    optimizer that keeps ``slots`` slots per weight in the weight's layout (the counter left out)."""
+    shapes = {"d1.kernel": (784, hidden), "d1.bias": (hidden,), "d2.kernel": (hidden, 10), "d2.bias": (10,)}
+    return {name: (1 + slots) * sum(4 * math.prod(shape) // math.prod(mesh.get(s, 1) for s in spec)
+                                    for shape, spec in zip(shapes.values(), specs))
+            for name, specs in BUDGET_PLACEMENTS.items()}
+
+
+class MemoryBudget(Exercise):
+    title = "The cheapest placement that fits a memory budget"
+    points = 5
+    hints = (
+        "Bytes one device holds for a weight: 4 bytes per number, divided by the size of every mesh axis that "
+        "splits it, on THIS mesh. Then the optimizer's state: how many slots per weight does SGD with momentum keep, "
+        "and in which layout?",
+        "Work weight by weight (d1.kernel, d1.bias, d2.kernel, d2.bias) with the specs of each placement and this "
+        "mesh's sizes ('batch' 2, 'model' 4), and add them up. SGD with momentum keeps one slot per weight (its "
+        "momentum), in the weight's layout: Adam's two made the chapter's 3 x.",
+        "A placement fits when its total is at most the budget. Among those, take the one that sends the "
+        "fewest bytes per step on these CPUs (the first column printed above the exercise), not the one that "
+        "holds the least.",
+    )
+
+    def grade(self, memory, choice):
+        fb = Feedback()
+        truth = _reference_budget_memory()
+        slips = self._grade_slips()
+        explain = lambda name, given, raw: self._grade_explain(truth, slips, name, given, raw)  # noqa: E731
+        grade_items(fb, _by_placement(memory), truth, explain, as_bytes,
+                    "bytes per device, one number per placement")
+        fitting = [name for name, total in truth.items() if total <= BUDGET_BYTES]
+        sent = budget_bytes_sent()
+        best = min(fitting, key=sent.get)
+        picked = _placement_name(choice)
+        if picked == best:
+            fb.right(f"choice: {best}")
+        elif picked is None:
+            fb.wrong(f"choice: name one of {list(BUDGET_PLACEMENTS)}, got {choice!r}.")
+        elif picked not in fitting:
+            fb.wrong(f"choice: {picked} holds more than the budget of {BUDGET_BYTES:,} bytes per device.")
+        elif truth[picked] == min(truth[name] for name in fitting):
+            fb.wrong("choice: it fits and holds the least, but it is not the one that sends the fewest bytes per step "
+                     "on these CPUs.", answer=f"choice = {best!r}")
+        else:
+            fb.wrong("choice: it fits, but another placement that fits sends fewer bytes per step on these CPUs.",
+                     answer=f"choice = {best!r}")
+        return fb
+
+    @staticmethod
+    def _grade_slips():
+        """{what went wrong: {placement: bytes}}: the totals of typical slips, in the order they are told."""
+        of = _reference_budget_memory_of
+        slips = {"weights": of(BUDGET_HIDDEN, BUDGET_MESH, 0), "adam": of(BUDGET_HIDDEN, BUDGET_MESH, 2),
+                 "chapter, adam": of(BUDGET_HIDDEN, CHAPTER_MESH, 2), "chapter mesh": of(BUDGET_HIDDEN, CHAPTER_MESH, 1)}
+        slips["128"] = {name: {of(128, mesh, slots)[name] + counter for mesh in (BUDGET_MESH, CHAPTER_MESH)
+                               for slots in (0, 1, 2) for counter in (0, 8)} for name in BUDGET_PLACEMENTS}
+        return slips
+
+    @staticmethod
+    def _grade_explain(truth, slips, name, given, raw):
+        """(why ``given`` is wrong, the part that gives the answer away) for placement ``name``."""
+        if given is None:
+            return f"give a number of bytes, got {raw!r}.", ""
+        if given == truth[name] + 8:
+            return "that includes the optimizer's 8-byte step counter, which the question leaves out.", ""
+        if given in (slips["adam"][name], slips["adam"][name] + 8):
+            return ("that counts two slots per weight, as Adam keeps (m and v). How many does SGD with momentum "
+                    "keep?", "One, its momentum, in the weight's layout: 2 x the weights.")
+        if given == slips["weights"][name]:
+            return ("that is the weights alone; the question counts the optimizer's slots too.",
+                    "SGD with momentum keeps one slot per weight, in the weight's layout: 2 x the weights.")
+        if given in (slips["chapter, adam"][name], slips["chapter, adam"][name] + 8):
+            return ("those are Adam's bytes on the chapter's batch=4 x model=2 mesh (the chapter's table with d1 "
+                    "widened to 2048 units); this exercise trains with SGD with momentum, on batch=2 x model=4.", "")
+        if given == slips["chapter mesh"][name]:
+            return (f"that divides by the chapter's axis sizes (batch=4, model=2); on this exercise's mesh "
+                    f"{mesh_text(list(BUDGET_MESH.items()))}, which axis splits what in {name}?", "")
+        if given in slips["128"][name]:
+            return ("those are the bytes of the chapter's MLP (128 hidden units); this exercise's d1 has 2048 "
+                    "units.", "")
+        if unit_slip(raw, truth[name]) or unit_slip(raw, truth[name] + 8):
+            return unit_slip(raw, truth[name]) or unit_slip(raw, truth[name] + 8), ""
+        if given * 4 == truth[name]:
+            return "that counts float32 numbers (elements), not bytes.", "A float32 takes 4 bytes."
+        return ("add, weight by weight, its bytes divided by the size of each mesh axis of THIS mesh that splits it; "
+                "then the optimizer's slots.", "")
