@@ -18,6 +18,7 @@ from .core import Exercise, Feedback
 NOTEBOOK_MESH = [("batch", 4), ("model", 2)]  # the notebook's `mesh` (checker_mesh() on its 8 logical CPUs)
 SEED_KERNEL = (6, 4)  # the colleague's Dense(4) on 6 inputs (exercise 1)
 SEED_CLIENTS = (0, 1)  # the clients the checker plays: the chief and one other
+PROBE_SHAPE = (6, 1)  # the kernel of the chief's probe, Dense(1) on 6 inputs: built only where it takes a seed draw
 SEED_DRAWS = 4  # a kernel may be any of the first draws of the seed generator, the same on every client
 EMBEDDING_TABLE = (1000, 64)  # exercise 2's Embedding(1000, 64): 1000 token vectors of 64 features
 EMBEDDING_MESHES = ((4, 2), (2, 4))  # (batch, model): the notebook's mesh, then one of another shape
@@ -75,11 +76,13 @@ class Seeds(Exercise):
         call), as the chief and as another client, with two seeds drawn from ``seed``; what they print is kept.
 
         Crosses: ``{"callable": False, "type": name}``, or ``{"callable": True, "error": message}`` when a call
-        raised, or ``{"callable": True, "calls": [{"seed", "client", "kernel", "printed"}, ...]}`` (a DVariable
+        raised, or ``{"callable": True, "calls": [{"seed", "client", "kernel", "created"}, ...]}`` (a DVariable
         crosses with its layout and per-device blocks; anything else as itself or as an opaque type name).
         """
         if not callable(init_kernel):
             return {"callable": False, "type": type(init_kernel).__name__}
+        import tensorflow as tf
+
         holder = _keras_seed_generator()
         saved = getattr(holder, "generator", None) if holder is not None else None
         calls = []
@@ -88,11 +91,16 @@ class Seeds(Exercise):
                 for client in SEED_CLIENTS:
                     if holder is not None:
                         holder.generator = None  # a fresh process: only a seed set inside init_kernel counts
-                    printed = io.StringIO()
-                    with contextlib.redirect_stdout(printed):
+                    created = []  # the shapes of the variables the call creates: the chief's probe is (6, 1)
+
+                    def record(next_creator, **kwargs):
+                        variable = next_creator(**kwargs)
+                        created.append(tuple(variable.shape.as_list()))
+                        return variable
+
+                    with contextlib.redirect_stdout(io.StringIO()), tf.variable_creator_scope(record):
                         kernel = init_kernel(value, client)
-                    calls.append({"seed": value, "client": client, "kernel": kernel,
-                                  "printed": printed.getvalue()[-300:]})
+                    calls.append({"seed": value, "client": client, "kernel": kernel, "created": created})
         except Exception as err:
             return {"callable": True, "error": short_error(err)}
         finally:
@@ -141,9 +149,9 @@ class Seeds(Exercise):
                          "client must build the same 'replicated' kernel.")
             return fb
         fb.right("every client builds the same kernel for the same seed")
-        if not all("probe" in calls[c]["printed"] for c in chief):
-            fb.wrong("The chief no longer logs its probe: the colleague still wants the chief's log line (its sample "
-                     "and its probe's kernel norm). Fix the layer's kernel, not the chief's logging.")
+        if not all(PROBE_SHAPE in [tuple(shape) for shape in calls[c]["created"]] for c in chief):
+            fb.wrong("The chief no longer builds its probe: the colleague still wants the chief's log (its sample and "
+                     "its probe's kernel norm). Fix the layer's kernel, not the chief's logging.")
         elif np.array_equal(values[0], values[2]):
             fb.wrong(f"seeds {first} and {second} gave the same kernel: use the seed argument.")
         elif None in how:

@@ -84,7 +84,37 @@ def test_ch5_q1_a_chief_whose_probe_shifts_the_draw_is_told_so(keras2, mesh42, f
 def test_ch5_q1_the_chapters_cell_copied_is_not_enough(keras2, mesh42):
     """Item 4: the chapter's initial_kernel (c08) with the colleague's layer: in step, but the chief's log is gone."""
     assert_hint(grade(5, "q1", q1_fn(keras2, mesh42, "no log")), "every client builds the same kernel",
-                "The chief no longer logs its probe", points=1)
+                "The chief no longer builds its probe", points=1)
+
+
+def test_ch5_q1_the_chief_is_judged_by_the_probe_it_builds_not_by_its_words(keras2, mesh42):
+    """Review: a reworded log line, or a debug print after it, still keeps the probe; a probe swapped for
+    tf.random (which takes no draw of tf_keras' seed generator) does not."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    def init_kernel(seed, client, probe="keras", extra_print=False):
+        keras2.utils.set_random_seed(seed)
+        if client == 0:
+            if probe == "keras":
+                made = keras2.layers.Dense(1)
+                made.build((None, 6))
+                norm = float(tf.norm(made.kernel))
+            else:
+                norm = float(tf.norm(tf.random.uniform((6, 1))))
+            print(f"[chief] Probe-norm={norm:.4f}")
+        keras2.utils.set_random_seed(seed)
+        layer = keras2.layers.Dense(4, kernel_layout=dtensor.Layout.replicated(mesh42, rank=2),
+                                    bias_layout=dtensor.Layout.replicated(mesh42, rank=1))
+        layer.build((None, 6))
+        if extra_print:
+            print("client", client, "kernel", layer.kernel.numpy())
+        return layer.kernel
+
+    assert_correct(grade(5, "q1", init_kernel))
+    assert_correct(grade(5, "q1", lambda seed, client: init_kernel(seed, client, extra_print=True)))
+    assert_hint(grade(5, "q1", lambda seed, client: init_kernel(seed, client, probe="tf.random")),
+                "The chief no longer builds its probe", points=1)
 
 
 def test_ch5_q1_other_mistakes(keras2, mesh42):
