@@ -16,7 +16,7 @@ from .ch5_build import BuildOnMesh
 from .ch5_layers import NOTEBOOK_MESH, EmbeddingTable, Seeds
 
 # Exercise 4: a row-by-row recurrent model's batch, time-major: images (time step, example, pixel), labels (example,).
-PACK_SHAPES = ((28, 16, 28), (16,))
+PACK_SHAPES = ((28, 16, 28), (28, 16))  # time-major images and their per-row tags: examples on axis 1
 
 
 # Exercise 3: the notebook's model has two Megatron blocks (up_1, down_1, up_2, down_2) and logits; the checker
@@ -213,16 +213,16 @@ class PackTrainingBatch(Exercise):
     points = 2
     hints = (
         "Batch-sharding splits the axis that holds the EXAMPLES over 'batch'. Which axis is that in each tensor here?",
-        "The images are time-major, (time step, example, pixel): their examples are axis 1, not axis 0. The labels "
-        "(example,) have one axis. Each needs a layout of its own rank on the batch x model mesh, replicated over "
-        "'model'.",
+        "Both tensors are time-major: the images (time step, example, pixel), the tags (time step, example). Their "
+        "examples are axis 1, not axis 0. Each needs a layout of its own rank on the batch x model mesh, "
+        "replicated over 'model'.",
         "dtensor.Layout.batch_sharded takes the tensor axis to split as `axis=`; or write the sharding specs out, one "
         "per tensor axis, with dtensor.UNSHARDED for the axes that stay whole.",
     )
 
     @staticmethod
     def _batch(seed):
-        """The time-major images (float32) and the labels (int64) the checker packs, drawn from ``seed``."""
+        """The time-major images (float32) and per-row tags (int64) the checker packs, drawn from ``seed``."""
         import numpy as np
 
         rng = np.random.default_rng([seed, 4])
@@ -256,7 +256,7 @@ class PackTrainingBatch(Exercise):
             message = str(data["error"])[:400].rstrip(". ")
             if "rank" in message:
                 fb.wrong(f"pack_fn raised {message}. Here the images have rank 3 (time step, example, pixel) and the "
-                         f"labels rank 1: each needs a layout of its own rank.")
+                         f"labels rank 2 (time step, example): each needs a layout of its own rank.")
             else:
                 fb.wrong(f"pack_fn raised {message}")
             return fb
@@ -269,8 +269,8 @@ class PackTrainingBatch(Exercise):
             fb.wrong("pack_fn should return a pair (packed_images, packed_labels).")
             return fb
         ranks = [len(getattr(value, "shape", ())) for value in result]
-        if ranks == [1, 3]:
-            fb.wrong("pack_fn returned the labels first (rank 1) and the images second (rank 3): return "
+        if ranks == [2, 3]:
+            fb.wrong("pack_fn returned the labels first (rank 2) and the images second (rank 3): return "
                      "(packed_images, packed_labels), in the order of pack_fn's arguments (images, labels).")
             return fb
         for name, value, original in zip(("images", "labels"), result, self._batch(seed)):
@@ -290,28 +290,27 @@ class PackTrainingBatch(Exercise):
                      f"the one the model's weights live on.")
             return
         packed = global_numpy(value)
-        if name == "images" and packed.shape == tuple(np.swapaxes(original, 0, 1).shape):
-            fb.wrong("images: you transposed them to (example, time step, pixel). The step's recurrent layer reads "
-                     "them time-major, as given: pack the tensor as it is and split the axis that holds its "
-                     "examples.")
+        if packed.shape != original.shape and packed.shape == tuple(np.swapaxes(original, 0, 1).shape):
+            fb.wrong(f"{name}: you transposed them to put the examples first. The step's recurrent layer reads both "
+                     f"time-major, as given: pack each tensor as it is and split the axis that holds its examples.")
             return
         if packed.shape != original.shape or not np.allclose(packed, original):
             fb.wrong(f"{name}: the packed global value differs from the input batch; pack exactly the given tensor.")
             return
         given = specs(layout)
-        axis = 1 if name == "images" else 0  # the axis that holds the examples
+        axis = 1  # the axis that holds the examples, in both time-major tensors
         right = [UNSHARDED] * len(original.shape)
         right[axis] = "batch"
         if given == right:
             fb.right(f"{name}: {given}")
             return
-        what = {0: "the 28 time steps (rows of every image)", 2: "the 28 pixels of each row"} if name == "images" \
-            else {}
+        what = {0: "the 28 time steps (rows of every image)", 2: "the 28 pixels of each row"}
         if "model" in given:
             why = ("it uses 'model', the axis that splits WEIGHTS: the devices of a 'model' group work on the same "
                    "examples")
         elif "batch" not in given:
-            why = "it is replicated: every device would train on the whole batch"
+            why = ("it is replicated: every device would train on the whole batch" if name == "images" else
+                   "it is replicated: every device holds every example's tags, not those of its own examples")
         elif given.count("batch") == 1 and given.index("batch") != axis:
             why = (f"'batch' splits axis {given.index('batch')}, {what.get(given.index('batch'), 'not the examples')}: "
                    f"each device would hold part of EVERY example, while its labels belong to a slice of the "
@@ -319,8 +318,8 @@ class PackTrainingBatch(Exercise):
         else:
             why = "it splits more than the examples"
         fb.wrong(f"{name} layout {given}: {why}{'?' if why.endswith('here') else '.'}",
-                 answer=f"Expected {right}: the examples (axis {axis}) over 'batch', replicated over 'model'"
-                        + (" (Layout.batch_sharded(mesh, 'batch', rank=3, axis=1))." if name == "images" else "."))
+                 answer=f"Expected {right}: the examples (axis {axis}) over 'batch', replicated over 'model' "
+                        f"(Layout.batch_sharded(mesh, 'batch', rank={len(right)}, axis=1)).")
 
 
 # Exercise 6: build_on_mesh(mesh, weights, budget) -> (model, optimizer, step), run on the checker's own cases.

@@ -13,7 +13,8 @@ from .ch4 import unit_slip
 BUDGET_MESH = {"batch": 2, "model": 4}
 CHAPTER_MESH = {"batch": 4, "model": 2}
 BUDGET_BATCH, BUDGET_HIDDEN = 128, 2048
-BUDGET_BYTES = 10 * 2**20
+BUDGETS = {"roomy": 10 * 2**20, "tight": 3 * 2**20}  # bytes one device may hold: two budgets, two choices
+BUDGET_ALIASES = {"10 mib": "roomy", "10mib": "roomy", "10": "roomy", "3 mib": "tight", "3mib": "tight", "3": "tight"}
 BUDGET_SHAPES = {"d1.kernel": (784, BUDGET_HIDDEN), "d1.bias": (BUDGET_HIDDEN,),
                  "d2.kernel": (BUDGET_HIDDEN, 10), "d2.bias": (10,)}
 BUDGET_PLACEMENTS = {  # specs of d1.kernel, d1.bias, d2.kernel, d2.bias: the chapter's four placements
@@ -101,9 +102,9 @@ class MemoryBudget(Exercise):
         "Work weight by weight (d1.kernel, d1.bias, d2.kernel, d2.bias) with the specs of each placement and this "
         "mesh's sizes ('batch' 2, 'model' 4), and add them up. SGD with momentum keeps one slot per weight (its "
         "momentum), in the weight's layout: Adam's two made the chapter's 3 x.",
-        "A placement fits when its total is at most the budget. Among those, take the one that sends the "
-        "fewest bytes per step on these CPUs (the first column printed above the exercise), not the one that "
-        "holds the least.",
+        "A placement fits when its total is at most the budget: compare exactly, some totals are close to a budget. "
+        "Among those that fit, take the one that sends the fewest bytes per step on these CPUs (the first column "
+        "printed above the exercise), not the one that holds the least.",
     )
 
     def grade(self, memory, choice):
@@ -113,23 +114,39 @@ class MemoryBudget(Exercise):
         explain = lambda name, given, raw: self._grade_explain(truth, slips, name, given, raw)  # noqa: E731
         grade_items(fb, _by_placement(memory), truth, explain, as_bytes,
                     "bytes per device, one number per placement")
-        fitting = [name for name, total in truth.items() if total <= BUDGET_BYTES]
-        sent = budget_bytes_sent()
-        best = min(fitting, key=sent.get)
-        picked = _placement_name(choice)
-        if picked == best:
-            fb.right(f"choice: {best}")
-        elif picked is None:
-            fb.wrong(f"choice: name one of {list(BUDGET_PLACEMENTS)}, got {choice!r}.")
-        elif picked not in fitting:
-            fb.wrong(f"choice: {picked} holds more than the budget of {BUDGET_BYTES:,} bytes per device.")
-        elif truth[picked] == min(truth[name] for name in fitting):
-            fb.wrong("choice: it fits and holds the least, but it is not the one that sends the fewest bytes per step "
-                     "on these CPUs.", answer=f"choice = {best!r}")
-        else:
-            fb.wrong("choice: it fits, but another placement that fits sends fewer bytes per step on these CPUs.",
-                     answer=f"choice = {best!r}")
+        if not isinstance(choice, dict):
+            fb.wrong(f"choice: give a dict with a placement for each budget, {{'roomy': ..., 'tight': ...}}, got a "
+                     f"{type(choice).__name__}.")
+            return fb
+        picks = {BUDGET_ALIASES.get(" ".join(str(key).lower().split()), " ".join(str(key).lower().split())): value
+                 for key, value in choice.items()}
+        lines = [self._grade_choice(truth, budget, picks.get(budget)) for budget in BUDGETS]
+        if all(ok for ok, _, _ in lines):
+            fb.right("choice: " + "; ".join(text for _, text, _ in lines))
+        for ok, text, answer in lines:
+            if not ok:
+                fb.wrong("choice: " + text, answer=answer)
         return fb
+
+    @staticmethod
+    def _grade_choice(truth, budget, raw):
+        """(right, what to say, the part that gives the answer away) for the placement chosen under ``budget``."""
+        limit = BUDGETS[budget]
+        fitting = [name for name, total in truth.items() if total <= limit]
+        best = min(fitting, key=budget_bytes_sent().get)
+        picked = _placement_name(raw)
+        reveal = f"choice[{budget!r}] = {best!r}"
+        if picked == best:
+            return True, f"{best} under the {budget} budget", ""
+        if picked is None:
+            return False, f"{budget}: name one of {list(BUDGET_PLACEMENTS)}, got {raw!r}.", ""
+        if picked not in fitting:
+            return False, (f"{budget}: {picked} holds more than {limit:,} bytes per device: work its total out "
+                           f"exactly before you choose."), reveal
+        if truth[picked] == min(truth[name] for name in fitting):
+            return False, (f"{budget}: {picked} fits and holds the least, but another placement that fits sends "
+                           f"fewer bytes per step on these CPUs."), reveal
+        return False, f"{budget}: {picked} fits, but another placement that fits sends fewer bytes per step.", reveal
 
     @staticmethod
     def _grade_slips():

@@ -308,7 +308,7 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '    images = pack_batch(images, dtensor.Layout.batch_sharded(mesh, '
                                       '"batch", rank=3, axis=1))  # examples: axis 1\n'
                                       '    labels = pack_batch(labels, dtensor.Layout.batch_sharded(mesh, '
-                                      '"batch", rank=1))\n'
+                                      '"batch", rank=2, axis=1))  # here too\n'
                                       '    return images, labels'},
                    'q5': {'cell': 'ch5-q5',
                           'call': 'ex.q5.check(memory, choice)',
@@ -326,8 +326,12 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '    "2-D": 2 * (d1_kernel // (batch * model) + d1_bias // model + '
                                       'd2_kernel // model + d2_bias),\n'
                                       '}\n'
-                                      'choice = "tensor parallel"  # fits (3.1 MiB); 2-D holds less but '
-                                      'sends twice as much on these CPUs'},
+                                      'choice = {\n'
+                                      '    "roomy": "tensor parallel",  # fits (3.1 MiB) and sends least; '
+                                      '2-D holds less but sends twice as much here\n'
+                                      '    "tight": "2-D",              # tensor parallel misses 3 MiB by '
+                                      '110 KB: of those that fit, only 2-D is left\n'
+                                      '}'},
                    'q6': {'cell': 'ch5-q6',
                           'call': 'ex.q6.check(build_on_mesh)',
                           'solution': 'import math\n'

@@ -376,13 +376,13 @@ def test_ch5_q3_keras3_forms_are_told_what_tf_keras_wants(keras2, mesh42):
     assert_hint(grade(5, "q3", keras3_map), "Keras 3's keras.distribution.LayoutMap", "tf_keras")
 
 
-def q4_packer(mesh, image_specs, label_specs=("batch",), transpose=False):
+def q4_packer(mesh, image_specs, label_specs=("unsharded", "batch"), transpose=False):
     from course_utils import pack_batch
     from tensorflow.experimental import dtensor
 
     def pack_fn(images, labels):
         if transpose:
-            images = np.swapaxes(images, 0, 1)
+            images, labels = np.swapaxes(images, 0, 1), np.swapaxes(labels, 0, 1)
         return (pack_batch(images, dtensor.Layout(list(image_specs), mesh)),
                 pack_batch(labels, dtensor.Layout(list(label_specs), mesh)))
 
@@ -398,7 +398,7 @@ def test_ch5_q4_right_forms(mesh42):
 
     def batch_sharded(images, labels):
         return (pack_batch(images, dtensor.Layout.batch_sharded(mesh42, "batch", rank=3, axis=1)),
-                pack_batch(labels, dtensor.Layout.batch_sharded(mesh42, "batch", rank=1)))
+                pack_batch(labels, dtensor.Layout.batch_sharded(mesh42, "batch", rank=2, axis=1)))
 
     assert_correct(grade(5, "q4", batch_sharded))
     assert_correct(grade(5, "q4", lambda images, labels: list(batch_sharded(images, labels))))
@@ -407,22 +407,35 @@ def test_ch5_q4_right_forms(mesh42):
 
     def by_hand(images, labels):  # dtensor.pack: one piece per device, in the mesh's order ('model' fastest)
         groups, model = mesh42.dim_size("batch"), mesh42.dim_size("model")
-        image_pieces, label_pieces = np.split(images, groups, axis=1), np.split(labels, groups)
+        image_pieces, label_pieces = np.split(images, groups, axis=1), np.split(labels, groups, axis=1)
         return (dtensor.pack([image_pieces[i // model] for i in range(mesh42.size)],
                              dtensor.Layout([U, "batch", U], mesh42)),
-                dtensor.pack([label_pieces[i // model] for i in range(mesh42.size)], dtensor.Layout(["batch"], mesh42)))
+                dtensor.pack([label_pieces[i // model] for i in range(mesh42.size)],
+                             dtensor.Layout([U, "batch"], mesh42)))
 
     assert_correct(grade(5, "q4", by_hand))
 
 
+def test_ch5_q4_the_question_is_what_a_time_major_tagger_reads(keras2):
+    """The question's claim: tf_keras' LSTM(time_major=True, return_sequences=True) reads (time, example, pixel) and
+    gives an output per time step and example, the shape of the tags, (28, batch)."""
+    import tensorflow as tf
+
+    images_shape, labels_shape = ch5.PACK_SHAPES
+    lstm = keras2.layers.LSTM(4, time_major=True, return_sequences=True)
+    assert tuple(lstm(tf.zeros(images_shape)).shape) == (*labels_shape, 4)
+
+
 def test_ch5_q4_the_chapters_layouts_copied_are_refused(mesh42):
-    """Item 4: the chapter's batch-sharded layouts (c14, c36: the examples on axis 0) split the time steps here;
-    its rank-4 image layout does not fit a rank-3 batch."""
+    """Item 4: the chapter's batch-sharded layouts (c14, c36: the examples on axis 0) split the time steps here, of
+    the images and of the tags; its rank-4 image layout does not fit a rank-3 batch."""
     U = "unsharded"
-    copied = q4_packer(mesh42, ["batch", U, U])
+    copied = q4_packer(mesh42, ["batch", U, U], ["batch", U])
     result = grade(5, "q4", copied)
     assert_hint(result, "'batch' splits axis 0, the 28 time steps", "Which axis holds the examples here?",
-                "Expected ['unsharded', 'batch', 'unsharded']", "labels: ['batch']", points=1)
+                "Expected ['unsharded', 'batch', 'unsharded']", "Expected ['unsharded', 'batch']", points=0)
+    images_only = q4_packer(mesh42, [U, "batch", U], ["batch", U])  # the images fixed, the tags as the chapter's
+    assert_hint(grade(5, "q4", images_only), "labels layout ['batch', 'unsharded']", points=1)
     shown = first_try("q4", copied).message
     assert "Which axis holds the examples here?" in shown and "Expected" not in shown and "axis=1" not in shown
     assert_hint(grade(5, "q4", q4_packer(mesh42, ["batch", U, U, U])), "the images have rank 3", "own rank")
@@ -435,16 +448,18 @@ def test_ch5_q4_aimed_hints(mesh42):
     assert_hint(grade(5, "q4", q4_packer(mesh42, [U, U, "batch"])), "the 28 pixels of each row", points=1)
     assert_hint(grade(5, "q4", q4_packer(mesh42, [U, "model", U])), "splits WEIGHTS", points=1)
     assert_hint(grade(5, "q4", q4_packer(mesh42, [U, U, U])), "replicated", points=1)
-    assert_hint(grade(5, "q4", q4_packer(mesh42, [U, "batch", U], [U])), "replicated", points=1)
-    assert_hint(grade(5, "q4", q4_packer(mesh42, ["batch", U, U], transpose=True)), "you transposed them",
+    assert_hint(grade(5, "q4", q4_packer(mesh42, [U, "batch", U], [U, U])), "not those of its own examples",
                 points=1)
+    assert_hint(grade(5, "q4", q4_packer(mesh42, ["batch", U, U], ["batch", U], transpose=True)),
+                "you transposed them", points=0)
     flat = dtensor.create_mesh([("batch", 8)], devices=mesh42.local_devices())
     assert_hint(grade(5, "q4", q4_packer(flat, [U, "batch", U])), "batch x model mesh")
     assert_hint(grade(5, "q4", lambda images, labels: (images, labels)), "not a DTensor")
     assert_hint(grade(5, "q4", lambda images, labels: images), "return a pair")
     right = q4_packer(mesh42, [U, "batch", U])
     assert_hint(grade(5, "q4", lambda images, labels: right(images, labels)[::-1]), "labels first")
-    assert_hint(grade(5, "q4", lambda images, labels: right(images[:, :8], labels[:8])), "differs from the input")
+    assert_hint(grade(5, "q4", lambda images, labels: right(images[:, :8], labels[:, :8])), "differs from the input")
+    assert_hint(grade(5, "q4", q4_packer(mesh42, [U, "batch", U], ["batch"])), "labels rank 2", "own rank")
 
 
 # Exercise 5: SGD with momentum on batch=2 x model=4 (the chapter: Adam on batch=4 x model=2).
@@ -452,12 +467,18 @@ MEMORY = {"data parallel": 13_025_360, "FSDP-style": 6_602_832, "tensor parallel
 CHAPTER_ADAM = {"data parallel": 19_538_040, "FSDP-style": 5_087_352, "tensor parallel": 9_769_080, "2-D": 2_543_736}
 
 
+CHOICE = {"roomy": "tensor parallel", "tight": "2-D"}
+
+
 def test_ch5_q5_truth_follows_shapes_layouts_and_the_cost_model():
     assert ch5_budget._reference_budget_memory() == MEMORY
     sent = ch5_budget.budget_bytes_sent()
     assert sent["tensor parallel"] < sent["2-D"] < sent["data parallel"] < sent["FSDP-style"]
-    fitting = [name for name, total in MEMORY.items() if total <= ch5_budget.BUDGET_BYTES]
-    assert fitting == ["FSDP-style", "tensor parallel", "2-D"]
+    fits = {budget: [name for name, total in MEMORY.items() if total <= limit]
+            for budget, limit in ch5_budget.BUDGETS.items()}
+    assert fits == {"roomy": ["FSDP-style", "tensor parallel", "2-D"], "tight": ["2-D"]}
+    # The tight budget decides: tensor parallelism sends least of all, but misses 3 MiB by 110 KB.
+    assert 0 < MEMORY["tensor parallel"] - ch5_budget.BUDGETS["tight"] < 120_000
     # On this mesh tensor parallelism holds less than FSDP-style sharding (the chapter's mesh had it the other way).
     assert MEMORY["tensor parallel"] < MEMORY["FSDP-style"] and CHAPTER_ADAM["FSDP-style"] < CHAPTER_ADAM["tensor parallel"]
 
@@ -492,7 +513,7 @@ def test_ch5_q5_the_answer_depends_on_the_hardware_so_the_question_names_it():
     fitting = ["FSDP-style", "tensor parallel", "2-D"]
     assert min(fitting, key=on_cpu.get) == "tensor parallel" and on_cpu["tensor parallel"] < on_cpu["2-D"]
     assert native["tensor parallel"] == native["2-D"] < native["FSDP-style"]  # no single answer without the hardware
-    assert "on these CPUs" in grade(5, "q5", MEMORY, "2-D").message
+    assert "on these CPUs" in grade(5, "q5", MEMORY, dict(CHOICE, roomy="2-D")).message
     # The question names the hardware, the optimizer and the mesh (the exercise cell's markdown, read from the
     # solution notebook).
     import nbformat
@@ -505,49 +526,57 @@ def test_ch5_q5_the_answer_depends_on_the_hardware_so_the_question_names_it():
 
 
 def test_ch5_q5_memory_budget():
-    assert_correct(grade(5, "q5", MEMORY, "tensor parallel"))
-    assert_correct(grade(5, "q5", {k: float(v) for k, v in MEMORY.items()}, "Tensor_Parallel"))
-    assert_correct(grade(5, "q5", {k: np.int64(v) for k, v in MEMORY.items()}, "TP"))
+    assert_correct(grade(5, "q5", MEMORY, CHOICE))
+    assert_correct(grade(5, "q5", MEMORY, {"10 MiB": "TP", " Tight ": "2D"}))
+    as_floats = {k: float(v) for k, v in MEMORY.items()}
+    assert_correct(grade(5, "q5", as_floats, {"roomy": "Tensor_Parallel", "tight": "2d"}))
+    assert_correct(grade(5, "q5", {k: np.int64(v) for k, v in MEMORY.items()}, {"roomy": "TP", "tight": "2-D"}))
     weights_only = {k: v // 2 for k, v in MEMORY.items()}
-    assert_hint(grade(5, "q5", weights_only, "tensor parallel"), "the weights alone", "one slot per weight",
+    assert_hint(grade(5, "q5", weights_only, CHOICE), "the weights alone", "one slot per weight",
                 points=1)
     adam = {k: 3 * v for k, v in weights_only.items()}
-    assert_hint(grade(5, "q5", adam, "tensor parallel"), "two slots per weight, as Adam keeps",
+    assert_hint(grade(5, "q5", adam, CHOICE), "two slots per weight, as Adam keeps",
                 "One, its momentum", points=1)
-    assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": MEMORY["2-D"] // 4}), "tensor parallel"), "elements",
+    assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": MEMORY["2-D"] // 4}), CHOICE), "elements",
                 "4 bytes", points=4)
-    assert_hint(grade(5, "q5", MEMORY, "2-D"), "holds the least, but", points=4)  # smallest, not cheapest
-    assert_hint(grade(5, "q5", MEMORY, "data parallel"), "holds more than the budget", points=4)
-    assert_hint(grade(5, "q5", MEMORY, "FSDP-style"), "another placement that fits", points=4)
-    assert_hint(grade(5, "q5", MEMORY, "pipeline"), "name one of", points=4)
-    assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": None}), "tensor parallel"), "2-D: not answered yet", points=4)
+    assert_hint(grade(5, "q5", MEMORY, dict(CHOICE, roomy="2-D")), "roomy: 2-D fits and holds the least, but",
+                points=4)  # smallest, not cheapest
+    assert_hint(grade(5, "q5", MEMORY, dict(CHOICE, roomy="data parallel")), "holds more than 10,485,760", points=4)
+    assert_hint(grade(5, "q5", MEMORY, dict(CHOICE, roomy="FSDP-style")), "another placement that fits", points=4)
+    assert_hint(grade(5, "q5", MEMORY, dict(CHOICE, roomy="pipeline")), "name one of", points=4)
+    # the tight budget: the placement that sends least overall does not fit; work the totals out exactly
+    assert_hint(grade(5, "q5", MEMORY, {"roomy": "tensor parallel", "tight": "tensor parallel"}),
+                "tight: tensor parallel holds more than 3,145,728", "exactly", points=4)
+    assert_hint(grade(5, "q5", MEMORY, {"roomy": "tensor parallel"}), "tight: name one of", points=4)
+    assert_hint(grade(5, "q5", MEMORY, "tensor parallel"), "give a dict with a placement for each budget", points=4)
+    assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": None}), CHOICE), "2-D: not answered yet", points=4)
 
 
 def test_ch5_q5_the_chapters_table_copied_is_refused():
     """Item 4: the chapter's cell c50h with d1 widened to 2048 gives Adam's bytes on batch=4 x model=2."""
-    result = grade(5, "q5", CHAPTER_ADAM, "tensor parallel")
+    result = grade(5, "q5", CHAPTER_ADAM, CHOICE)
     assert_hint(result, "Adam's bytes on the chapter's batch=4 x model=2 mesh", "SGD with momentum, on batch=2 x model=4",
                 points=1)  # the choice; data parallel's bytes do not depend on the mesh: told as Adam's two slots
     assert "two slots per weight, as Adam keeps" in result.message
     with_counter = {k: v + 8 for k, v in CHAPTER_ADAM.items()}
-    assert "the chapter's batch=4 x model=2 mesh" in grade(5, "q5", with_counter, "tensor parallel").message
+    assert "the chapter's batch=4 x model=2 mesh" in grade(5, "q5", with_counter, CHOICE).message
     chapter_mesh = ch5_budget._reference_budget_memory_of(2048, ch5_budget.CHAPTER_MESH, slots=1)
-    assert_hint(grade(5, "q5", chapter_mesh, "tensor parallel"), "divides by the chapter's axis sizes",
+    assert_hint(grade(5, "q5", chapter_mesh, CHOICE), "divides by the chapter's axis sizes",
                 points=2)  # data parallel (the same on both meshes) and the choice
     chapter_mlp = {"data parallel": 1_221_240, "FSDP-style": 318_072, "tensor parallel": 610_680, "2-D": 159_096}
-    assert_hint(grade(5, "q5", chapter_mlp, "tensor parallel"), "the chapter's MLP (128 hidden units)", points=1)
+    assert_hint(grade(5, "q5", chapter_mlp, CHOICE), "the chapter's MLP (128 hidden units)", points=1)
 
 
 def test_ch5_q5_readable_forms_and_slips():
     spelled = {"Data Parallel": MEMORY["data parallel"], "fsdp": MEMORY["FSDP-style"],
                "tensor_parallel": MEMORY["tensor parallel"], "2D": MEMORY["2-D"]}
     for choice in ("TP", "tensor-parallel", " Tensor Parallelism ", "(tensor parallel)"):
-        assert_correct(grade(5, "q5", spelled, choice))
-    assert_hint(grade(5, "q5", MEMORY, "2D"), "holds the least, but", points=4)
+        assert_correct(grade(5, "q5", spelled, {"roomy": choice, "tight": "2-D"}))
+    assert_hint(grade(5, "q5", MEMORY, {"roomy": "2D", "tight": "2D"}), "holds the least, but", points=4)
     with_counter = {k: v + 8 for k, v in MEMORY.items()}
-    assert_hint(grade(5, "q5", with_counter, "tensor parallel"), "8-byte step counter", points=1)
+    assert_hint(grade(5, "q5", with_counter, CHOICE), "8-byte step counter", points=1)
     in_mib = {k: round(v / 2**20, 2) for k, v in MEMORY.items()}
-    assert_hint(grade(5, "q5", in_mib, "tensor parallel"), "looks like MiB", points=1)
+    assert_hint(grade(5, "q5", in_mib, CHOICE), "looks like MiB", points=1)
 
 
 @pytest.mark.parametrize("memory, hidden", [
@@ -556,14 +585,14 @@ def test_ch5_q5_readable_forms_and_slips():
     ({k: v // 4 for k, v in MEMORY.items()}, "4 bytes"),
 ])
 def test_ch5_q5_first_try_holds_the_arithmetic_back(memory, hidden):
-    shown = first_try("q5", memory, "tensor parallel").message
+    shown = first_try("q5", memory, CHOICE).message
     assert hidden not in shown and "first try" in shown, shown
-    assert hidden in grade(5, "q5", memory, "tensor parallel").message
+    assert hidden in grade(5, "q5", memory, CHOICE).message
 
 
 def test_ch5_q5_graded_feedback_keeps_the_choice_back():
-    result = exercises(5, mode="graded").q5.evaluate(MEMORY, "2-D")
-    assert result.points == 4 and "'tensor parallel'" not in result.message
+    result = exercises(5, mode="graded").q5.evaluate(MEMORY, {"roomy": "2-D", "tight": "tensor parallel"})
+    assert result.points == 4 and "'tensor parallel'" not in result.message and "= '2-D'" not in result.message
 
 
 # Exercise 6: build_on_mesh(mesh, weights, budget) -> (model, optimizer, step), graded on the checker's own cases.
@@ -957,7 +986,7 @@ def right_answers(keras2, mesh):
 
     def pack_fn(images, labels):
         return (pack_batch(images, dtensor.Layout.batch_sharded(mesh, "batch", rank=3, axis=1)),
-                pack_batch(labels, dtensor.Layout.batch_sharded(mesh, "batch", rank=1)))
+                pack_batch(labels, dtensor.Layout.batch_sharded(mesh, "batch", rank=2, axis=1)))
 
     return {"q1": q1_fn(keras2, mesh), "q2": make_embedding_fn(keras2), "q3": layout_map, "q4": pack_fn}
 
