@@ -97,13 +97,15 @@ def test_runs(pytest_args):
 
 
 def time_table(report, rows=12):
-    """The test files (or notebooks) that took longest in a JUnit ``report``: ``[(name, tests, seconds)]``.
+    """The test files (or notebooks, also those a test is parametrized with) that took longest in a JUnit
+    ``report``: ``[(name, tests, seconds)]``.
 
     Seconds are summed over the file's tests, as the workers spent them (not wall time: workers run in parallel).
     """
     files = defaultdict(lambda: [0, 0.0])
     for case in ElementTree.parse(report).iter("testcase"):
-        name = case.get("classname", "").split("::")[0] or case.get("name", "?")
+        notebook = re.search(r"\[(\S+\.ipynb)\]", case.get("name", ""))  # a test per notebook: the notebook
+        name = notebook.group(1) if notebook else case.get("classname", "").split("::")[0] or case.get("name", "?")
         files[name][0] += 1
         files[name][1] += float(case.get("time", 0))
     ranked = sorted(files.items(), key=lambda item: -item[1][1])

@@ -48,6 +48,12 @@ def test_the_time_table_ranks_files_by_the_seconds_of_their_tests(course, tmp_pa
                       '</testsuite></testsuites>')
     assert course.time_table(report) == [("notebooks.05_dtensor_with_keras.ipynb", 1, 40.25), ("tests.test_a", 2, 3.5)]
     assert course.time_table(report, rows=1) == [("notebooks.05_dtensor_with_keras.ipynb", 1, 40.25)]
+    colab = tmp_path / "colab.xml"
+    colab.write_text('<testsuites><testsuite name="pytest">'
+                     '<testcase classname="tests.environments.test_colab" name="test_runs[notebooks/00.ipynb]" '
+                     'time="9.5"/><testcase classname="tests.environments.test_colab" name="test_runs[solutions/'
+                     '05.ipynb]" time="80"/></testsuite></testsuites>')
+    assert course.time_table(colab) == [("solutions/05.ipynb", 1, 80.0), ("notebooks/00.ipynb", 1, 9.5)]
 
 
 def test_help_lists_the_environments(course, capsys):
