@@ -7,7 +7,6 @@ from ..meshes import mesh_text
 from .core import Exercise, Feedback
 
 MESH = [("batch", 4), ("model", 2)]  # the chapter's mesh (exercises 2 to 4 use it)
-MESH_TEXT = mesh_text(MESH)
 
 
 def by_label(answer, labels, aliases=None):
@@ -216,7 +215,6 @@ class MeshAndLayout(Exercise):
 
 # Exercise 2: x [4, 8] packed by hand on the chapter's mesh with the layout ['model', 'batch'] (the question's).
 PACK_SHAPE = (4, 8)
-PACK_SPECS = ["model", "batch"]
 
 
 def _reference_pack_blocks(x):

@@ -802,8 +802,8 @@ def test_ch4_the_sandbox_copy_of_exercises_1_and_2_states_no_answer():
         assert not holding(module, answer), answer
     for cls in (module.MeshAndLayout, module.PackByHand):
         assert cls.hints and not {"grade", "judge"} & set(vars(cls))
-    # What the question states stays: the tensors, the CPUs asked for each half, the layout to pack with.
-    assert module.HALVES == ch4_layouts.HALVES and module.PACK_SPECS == ["model", "batch"]
+    # What the question states stays: the CPUs asked for each half, the shape of the tensor to pack.
+    assert module.HALVES == ch4_layouts.HALVES and module.PACK_SHAPE == ch4_layouts.PACK_SHAPE
 
 
 def test_ch4_q4_the_question_shows_the_cases_the_checker_judges():
