@@ -10,8 +10,8 @@ Two parts, both run on this machine and written as one markdown report:
    ``DTensorDataset``) over 8 virtual CPUs, reported as the median epoch, the fastest and slowest
    (on shared cores one epoch can take many times another), and the ratio of medians. The Keras
    ways train with one ``fit`` over the repeated data (one iterator for all epochs, as chapter 2
-   teaches), and the seconds ``fit`` spent outside its epochs are reported apart: under a strategy
-   that is mostly the clean-up of the distributed dataset's iterator. This part runs in its own
+   teaches), and the seconds ``fit`` spent between its epochs and after the last (where it drops
+   its iterator: see chapter 2) are reported apart. This part runs in its own
    process, because virtual devices and tf_keras must be set up before TensorFlow starts.
 
 It is a measurement, not a test: nothing fails on a slow number.
@@ -221,9 +221,9 @@ def markdown_report(notebook_times, strategy_times, examples, batch_size):
         epochs = len(next(iter(epoch_times.values())))
         lines += ["", f"{epochs} epoch(s) each of {examples} MNIST examples in batches of {batch_size}, "
                       f"Flatten-Dense(128)-Dense(10); 8 virtual CPUs share the physical cores. The Keras ways "
-                      f"train with one `fit`; its seconds outside the epochs are counted apart.",
+                      f"train with one `fit`; its seconds between and after the epochs are counted apart.",
                   "", "| way | median epoch (s) | fastest-slowest (s) | ratio of medians to single device "
-                      "| `fit` outside its epochs (s) |",
+                      "| `fit` between and after its epochs (s, total) |",
                   "|---|---:|---:|---:|---:|"]
         lines += [f"| {way} | {medians[way]:.1f} | {min(seconds):.1f}-{max(seconds):.1f} | "
                   f"{medians[way] / medians['single device']:.1f}x | "
