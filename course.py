@@ -15,18 +15,24 @@ import time
 import venv
 import xml.etree.ElementTree as ElementTree
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 REPORTS = ROOT / "test-artifacts"  # each environment's JUnit report, <env>.xml, read for its time table
 VENVS = {"main": (".venv", "requirements.txt"), "colab": (".venv-colab", "requirements-colab.txt")}
 STAMP = ".requirements.sha256"
+LANES = (("main",), ("colab", "browser"))  # environments run side by side, one lane each, in this order
+INTERRUPTED = (2, -2)  # pytest's exit status when interrupted (Ctrl-C), or killed by SIGINT
 TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser] [--skip-browser] [pytest options]
 
-Runs the test environments one after the other (all three, or those named by --env):
-  main     unit tests and every notebook with nbval, in .venv, one pytest worker per CPU core
+Runs the test environments (all three, or those named by --env):
+  main     unit tests and every notebook with nbval, in .venv
   colab    every notebook alone in an empty folder with Colab's packages (.venv-colab)
   browser  JupyterLab in headless Chromium: the layout explorer and an exercise check
+Two or more run side by side, main beside colab then browser (their tests mostly wait, so
+together they keep the cores busy), each writing its output to test-artifacts/<env>.log;
+one alone prints its output as it goes.
 Pytest options go to every run; given any, only `main` runs unless --env says otherwise.
 --skip-browser leaves out the browser test (for a machine without Chromium)."""
 
@@ -112,8 +118,43 @@ def time_table(report, rows=12):
     return [(name, tests, seconds) for name, (tests, seconds) in ranked[:rows]]
 
 
+def cpu_seconds(stat="/proc/stat"):
+    """The machine's busy CPU seconds since boot, all cores together, from Linux's ``stat`` (None
+    elsewhere). It counts every process on the machine; ``/usr/bin/time`` counts only the processes
+    its command waited for, and missed half of the test suite's CPU time here."""
+    try:
+        ticks = [int(field) for field in Path(stat).read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks  # steal: time the host gave elsewhere
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def run_environment(env, python, args, log=None):
+    """Run one test environment's pytest; its output goes to the terminal, or to the file ``log``.
+
+    Returns ``(env, pytest's exit status, seconds)``.
+    """
+    start = time.monotonic()
+    print(f"\n=== Test environment `{env}`: pytest {' '.join(map(str, args))}"
+          + (f"\n    (output in {REPORTS.name}/{log.name})" if log else ""), flush=True)
+    command = [python, "-m", "pytest", *args]
+    for stale in (REPORTS / f"{env}.xml", REPORTS / f"{env}.log"):  # a run that stops early must not show the last
+        stale.unlink(missing_ok=True)
+    if log:
+        REPORTS.mkdir(exist_ok=True)
+        with open(log, "w") as output:
+            status = subprocess.run(command, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT).returncode
+    else:
+        status = subprocess.run(command, cwd=ROOT).returncode
+    seconds = time.monotonic() - start
+    if log:
+        print(f"=== `{env}` {'passed' if status == 0 else 'FAILED'} in {seconds:.0f} s", flush=True)
+    return env, status, seconds
+
+
 def run_tests(argv):
-    """``course.py test``: run the chosen test environments one after the other; 0 if all passed."""
+    """``course.py test``: run the chosen test environments (side by side, in LANES); 0 if all passed."""
     parser = argparse.ArgumentParser(prog="course.py test", usage=TEST_USAGE, add_help=False, allow_abbrev=False)
     parser.add_argument("--env", action="append", choices=["main", "colab", "browser"])
     parser.add_argument("--skip-browser", action="store_true")
@@ -124,14 +165,27 @@ def run_tests(argv):
         return 0
     chosen = options.env or (["main"] if pytest_args else ["main", "colab", "browser"])
     chosen = [env for env in chosen if not (options.skip_browser and env == "browser")]
-    results = []
-    for env in chosen:
-        venvs, args = test_runs(pytest_args)[env]
-        python = [ensure_environment(name) for name in venvs][0]
-        print(f"\n=== Test environment `{env}`: pytest {' '.join(map(str, args))}", flush=True)
-        start = time.monotonic()
-        status = subprocess.run([python, "-m", "pytest", *args], cwd=ROOT).returncode
-        results.append((env, status, time.monotonic() - start))
+    runs = test_runs(pytest_args)
+    pythons = {env: [ensure_environment(name) for name in runs[env][0]][0] for env in chosen}
+    cpu_before, started = cpu_seconds(), time.monotonic()
+    if len(chosen) == 1:
+        results = [run_environment(chosen[0], pythons[chosen[0]], runs[chosen[0]][1])]
+    else:
+        def run_lane(lane):
+            done = []
+            for env in lane:
+                if done and done[-1][1] in INTERRUPTED:
+                    break  # Ctrl-C stopped the environment before: do not start the next one
+                done.append(run_environment(env, pythons[env], runs[env][1], log=REPORTS / f"{env}.log"))
+            return done
+
+        lanes = [[env for env in lane if env in chosen] for lane in LANES]
+        with ThreadPoolExecutor(len(lanes)) as pool:
+            results = [result for done in pool.map(run_lane, lanes) for result in done]
+    for env, status, _ in results:
+        if status and len(chosen) > 1:
+            print(f"\n=== `{env}` failed; the end of {REPORTS.name}/{env}.log:")
+            print("\n".join((REPORTS / f"{env}.log").read_text(errors="replace").splitlines()[-150:]))
         if (REPORTS / f"{env}.xml").exists():
             print(f"\n=== Where `{env}` spent its time (test seconds summed per file; workers run side by side)")
             for name, tests, seconds in time_table(REPORTS / f"{env}.xml"):
@@ -139,6 +193,11 @@ def run_tests(argv):
     print("\n=== Test environments")
     for env, status, seconds in results:
         print(f"{env:8} {'passed' if status == 0 else f'FAILED (pytest exit status {status})':36} {seconds:6.0f} s")
+    cpu_after, wall = cpu_seconds(), time.monotonic() - started
+    if cpu_before is not None and cpu_after is not None:
+        busy = cpu_after - cpu_before
+        print(f"{wall:.0f} s in all; the machine's cores were busy {busy:.0f} CPU-seconds, on average "
+              f"{busy / wall:.2f} of {os.cpu_count()} (every process on the machine counts)")
     return max((status for _, status, _ in results), default=0)
 
 

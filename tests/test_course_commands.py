@@ -71,3 +71,56 @@ def test_the_requirements_digest_follows_the_local_packages_it_installs(course, 
     before = course.requirements_digest(requirements)
     (tmp_path / "standin" / "module.py").write_text("A = 2\n")  # the stand-in changed: reinstall
     assert course.requirements_digest(requirements) != before
+
+
+def test_environments_run_side_by_side_and_a_failure_shows_the_end_of_its_log(course, tmp_path, monkeypatch, capsys):
+    """main beside colab, then browser after colab; each writes its own log; a failed one prints its end."""
+    import sys
+    import time
+
+    monkeypatch.setattr(course, "REPORTS", tmp_path)
+    monkeypatch.setattr(course, "ensure_environment", lambda name: sys.executable)
+    spans = {}
+
+    def fake_pytest(command, cwd, stdout=None, stderr=None):
+        env = Path(next(a for a in command if a.startswith("--junitxml=")).split("=", 1)[1]).stem
+        start = time.monotonic()
+        time.sleep(0.3)
+        stdout.write(f"output of {env}\nFAILED tests/test_x.py::test_{env}\n")
+        spans[env] = (start, time.monotonic())
+        return type("Done", (), {"returncode": 1 if env == "colab" else 0})()
+
+    monkeypatch.setattr(course.subprocess, "run", fake_pytest)
+    assert course.run_tests([]) == 1
+    assert spans["main"][0] < spans["colab"][1] and spans["colab"][0] < spans["main"][1]  # side by side
+    assert spans["browser"][0] >= spans["colab"][1]  # after colab, in its lane
+    assert {path.name for path in tmp_path.glob("*.log")} == {"main.log", "colab.log", "browser.log"}
+    out = capsys.readouterr().out
+    assert f"`colab` failed; the end of {tmp_path.name}/colab.log:\noutput of colab" in out
+    assert f"end of {tmp_path.name}/main.log" not in out and "FAILED (pytest exit status 1)" in out
+
+
+def test_cpu_seconds_reads_the_machine_s_busy_time(course, tmp_path):
+    stat = tmp_path / "stat"
+    hertz = course.os.sysconf("SC_CLK_TCK")
+    stat.write_text(f"cpu  {3 * hertz} {hertz} {2 * hertz} {10 * hertz} {hertz} 0 0 0 0 0\ncpu0 1 2 3\n")
+    assert course.cpu_seconds(stat) == 6.0  # user, nice and system; not idle, not waiting for I/O
+    assert course.cpu_seconds(tmp_path / "missing") is None
+
+
+def test_an_interrupted_environment_stops_its_lane(course, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(course, "REPORTS", tmp_path)
+    monkeypatch.setattr(course, "ensure_environment", lambda name: sys.executable)
+    started = []
+
+    def fake_pytest(command, cwd, stdout=None, stderr=None):
+        env = Path(next(a for a in command if a.startswith("--junitxml=")).split("=", 1)[1]).stem
+        started.append(env)
+        return type("Done", (), {"returncode": 2 if env == "colab" else 0})()  # 2: pytest was interrupted
+
+    monkeypatch.setattr(course.subprocess, "run", fake_pytest)
+    (tmp_path / "browser.xml").write_text("<testsuites/>")  # a report of an earlier run
+    assert course.run_tests([]) == 2
+    assert sorted(started) == ["colab", "main"]  # browser, after colab in its lane, never started
