@@ -30,9 +30,9 @@ Runs the test environments (all three, or those named by --env):
   main     unit tests and every notebook with nbval, in .venv
   colab    every notebook alone in an empty folder with Colab's packages (.venv-colab)
   browser  JupyterLab in headless Chromium: the layout explorer and an exercise check
-Two or more run side by side, main beside colab then browser (their tests mostly wait, so
-together they keep the cores busy), each writing its output to test-artifacts/<env>.log;
-one alone prints its output as it goes.
+Two or more run side by side, main beside colab then browser (each alone leaves a core idle
+part of the time; together they keep both busy), each writing its output to
+test-artifacts/<env>.log; one alone prints its output as it goes.
 Pytest options go to every run; given any, only `main` runs unless --env says otherwise.
 --skip-browser leaves out the browser test (for a machine without Chromium)."""
 
