@@ -28,7 +28,7 @@ TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser] [--skip
 
 Runs the test environments (all three, or those named by --env):
   main     unit tests and every notebook with nbval, in .venv
-  colab    every notebook alone in an empty folder with Colab's packages (.venv-colab)
+  colab    every chapter and solution notebook alone in an empty folder with Colab's packages (.venv-colab)
   browser  JupyterLab in headless Chromium: the layout explorer and an exercise check
 Two or more run side by side, main beside colab then browser (each alone leaves a core idle
 part of the time; together they keep both busy), each writing its output to

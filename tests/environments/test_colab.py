@@ -1,4 +1,5 @@
-"""Every notebook as a learner gets it on Colab: alone in an empty folder, Colab's packages, real set-up.
+"""Every chapter and solution notebook as a learner gets it on Colab: alone in an empty folder, Colab's packages,
+real set-up.
 
 ``python3 course.py test --env colab`` runs this with ``--colab-python`` naming the Python of
 ``.venv-colab`` (Colab's package set, ``requirements-colab.txt``). Each notebook is copied alone
@@ -8,6 +9,11 @@ really runs ``pip install course_utils @ git+https://github.com/<repository>@<br
 ``url.<base>.insteadOf``, set in the kernel's environment only, sends that clone to a snapshot of
 this working tree (uncommitted and new files included), so the test checks what is about to be
 committed. MNIST comes from ``TFDS_DATA_DIR`` (``COURSE_OFFLINE=1``, set by the root conftest).
+
+The exercise notebooks are not run here: the build writes each one from its solution notebook with the answers
+replaced by placeholders, so the solution's run covers every other cell (on this package set), and the main
+environment runs every exercise notebook through the grader. Running them here too cost about 9 kernels of CPU
+time for that one difference (a check of a placeholder says "unanswered").
 
 Each notebook gets its own thin virtual environment on top of ``.venv-colab`` (a ``.pth`` file adds
 Colab's site-packages), so that what one set-up cell installs can neither leak into another
@@ -31,7 +37,7 @@ from nbclient.exceptions import CellExecutionError
 from course_utils.checkout import course_config
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = [p.relative_to(ROOT).as_posix() for folder in ("notebooks", "solutions", "exercises")
+NOTEBOOKS = [p.relative_to(ROOT).as_posix() for folder in ("notebooks", "solutions")
              for p in sorted((ROOT / folder).glob("*.ipynb"))]
 # Notebooks known to fail here, with why; each is expected to fail until fixed (then remove it).
 KNOWN_FAILURES = {}
