@@ -9,6 +9,7 @@ import argparse
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -20,21 +21,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 REPORTS = ROOT / "test-artifacts"  # each environment's JUnit report, <env>.xml, read for its time table
+EXECUTED = "executed"  # the folder of REPORTS where main's nbval leaves the chapters it ran, with their outputs
+BROWSER_ENVS = ("browser", "site")  # the environments that drive Chromium
 VENVS = {"main": (".venv", "requirements.txt"), "colab": (".venv-colab", "requirements-colab.txt")}
 STAMP = ".requirements.sha256"
-LANES = (("main",), ("colab", "browser"))  # environments run side by side, one lane each, in this order
+LANES = (("main", "site"), ("colab", "browser"))  # environments run side by side, one lane each, in this order
 INTERRUPTED = (2, -2)  # pytest's exit status when interrupted (Ctrl-C), or killed by SIGINT
-TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser] [--skip-browser] [pytest options]
+TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser|site] [--skip-browser] [pytest options]
 
-Runs the test environments (all three, or those named by --env):
+Runs the test environments (all four, or those named by --env):
   main     unit tests and every notebook with nbval, in .venv
   colab    every chapter and solution notebook alone in an empty folder with Colab's packages (.venv-colab)
   browser  JupyterLab in headless Chromium: the layout explorer and an exercise check
-Two or more run side by side, main beside colab then browser (each alone leaves a core idle
-part of the time; together they keep both busy), each writing its output to
+  site     the website built from the chapters main executed, read in headless Chromium
+Two or more run side by side, main then site beside colab then browser (each alone leaves a core
+idle part of the time; together they keep both busy), each writing its output to
 test-artifacts/<env>.log; one alone prints its output as it goes.
 Pytest options go to every run; given any, only `main` runs unless --env says otherwise.
---skip-browser leaves out the browser test (for a machine without Chromium)."""
+--skip-browser leaves out the tests that drive Chromium, browser and site (for a machine without it)."""
 
 
 def python_of(name):
@@ -93,11 +97,13 @@ def test_runs(pytest_args):
     workers = ["-n", "auto"]  # one pytest-xdist worker per CPU core
     runs = {
         # loadfile: all cells of a notebook (nbval items sharing one kernel) stay on one worker
-        "main": (["main"], [*workers, "--dist", "loadfile", *pytest_args]),
+        # nbval's executed chapters are kept for the site environment, which renders them (not runs them again)
+        "main": (["main"], [*workers, "--dist", "loadfile", f"--executed-notebooks={REPORTS / EXECUTED}", *pytest_args]),
         # load: the Colab-like tests are one file with a test per notebook, spread over the workers
         "colab": (["main", "colab"], ["tests/environments/test_colab.py", *workers, "--dist", "load",
                                       f"--colab-python={python_of('colab')}", *pytest_args]),
         "browser": (["main"], ["tests/environments/test_jupyterlab.py", *pytest_args]),
+        "site": (["main"], ["tests/environments/test_site.py", *pytest_args]),
     }
     return {env: (venvs, [*args, f"--junitxml={REPORTS / env}.xml"]) for env, (venvs, args) in runs.items()}
 
@@ -141,6 +147,8 @@ def run_environment(env, python, args, log=None):
     command = [python, "-m", "pytest", *args]
     for stale in (REPORTS / f"{env}.xml", REPORTS / f"{env}.log"):  # a run that stops early must not show the last
         stale.unlink(missing_ok=True)
+    if env == "main":
+        shutil.rmtree(REPORTS / EXECUTED, ignore_errors=True)  # the site must not render chapters of an earlier run
     if log:
         REPORTS.mkdir(exist_ok=True)
         with open(log, "w") as output:
@@ -156,15 +164,15 @@ def run_environment(env, python, args, log=None):
 def run_tests(argv):
     """``course.py test``: run the chosen test environments (side by side, in LANES); 0 if all passed."""
     parser = argparse.ArgumentParser(prog="course.py test", usage=TEST_USAGE, add_help=False, allow_abbrev=False)
-    parser.add_argument("--env", action="append", choices=["main", "colab", "browser"])
+    parser.add_argument("--env", action="append", choices=["main", "colab", "browser", "site"])
     parser.add_argument("--skip-browser", action="store_true")
     parser.add_argument("-h", "--help", action="store_true")
     options, pytest_args = parser.parse_known_args(argv)
     if options.help:
         print(TEST_USAGE)
         return 0
-    chosen = options.env or (["main"] if pytest_args else ["main", "colab", "browser"])
-    chosen = [env for env in chosen if not (options.skip_browser and env == "browser")]
+    chosen = options.env or (["main"] if pytest_args else ["main", "colab", "browser", "site"])
+    chosen = [env for env in chosen if not (options.skip_browser and env in BROWSER_ENVS)]
     runs = test_runs(pytest_args)
     pythons = {env: [ensure_environment(name) for name in runs[env][0]][0] for env in chosen}
     cpu_before, started = cpu_seconds(), time.monotonic()
@@ -202,10 +210,12 @@ def run_tests(argv):
 
 
 def main(argv):
-    module = {"build": "course_utils.build", "grade": "course_utils.grading", "bench": "course_utils.benchmark"}
+    module = {"build": "course_utils.tools.build", "grade": "course_utils.grading", "bench": "course_utils.tools.benchmark",
+              "site": "course_utils.tools.site.build"}
     if not argv or argv[0] not in ("lab", "test", *module):
         print(__doc__)
-        print("usage: python3 course.py lab [jupyter lab options] | test [--help] | build | grade | bench [options]")
+        print("usage: python3 course.py lab [jupyter lab options] | test [--help] | build | grade | bench | site "
+              "[options]")
         return 2
     if sys.version_info[:2] != (3, 11):
         print(f"Note: the course is pinned and tested on Python 3.11; this is {sys.version.split()[0]}.")

@@ -3,7 +3,7 @@
 The notebooks first show each idea in plain TensorFlow, then use these helpers to skip the
 repeated set-up. The names below load their module (and TensorFlow) on first use, so set
 ``TF_USE_LEGACY_KERAS`` before touching them where a chapter needs tf_keras; command-line tools
-such as ``python -m course_utils.build`` never import TensorFlow.
+such as ``python -m course_utils.tools.build`` never import TensorFlow.
 """
 import importlib
 

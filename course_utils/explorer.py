@@ -273,6 +273,13 @@ def _text(value):
     return ", ".join(map(str, value))
 
 
+def static_state_html(state, picture_html):
+    """HTML for a page that shows an explorer without a running kernel: a note that its controls work in the
+    running notebook, its current ``state`` in words, and ``picture_html``."""
+    return ('<div class="course-explorer-static"><p><i>An interactive explorer: run the notebook to change its '
+            f"controls. Its first state ({html.escape(state)}):</i></p>{picture_html}</div>")
+
+
 class LayoutExplorer(widgets.VBox):
     """The widget made by :func:`layout_explorer`: three text boxes, a spec per axis, the result."""
 
@@ -298,6 +305,14 @@ class LayoutExplorer(widgets.VBox):
             text.observe(self._on_text, names="value")
         self._rebuild_spec_menus()
         self.update()
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget, and for a page without a kernel (the course's website) a picture of its first state."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/html"] = static_state_html(
+            f"mesh {self.mesh_shape.value} ({self.axis_names.value}), tensor {self.tensor_shape.value}, "
+            f"sharding specs {self.sharding_specs}", self.result._repr_html_())
+        return bundle
 
     @property
     def sharding_specs(self):

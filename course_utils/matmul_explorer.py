@@ -16,6 +16,7 @@ import tensorflow as tf
 from tensorflow.experimental import dtensor
 
 from course_utils.costs import matmul_cost
+from course_utils.explorer import static_state_html
 from course_utils.memory import bytes_per_device
 from course_utils.meshes import mesh_text
 from course_utils.packing import pack_batch
@@ -192,6 +193,17 @@ class MatmulExplorer(widgets.VBox):
             widget.observe(self._hide, names="value")
         self.reveal.on_click(lambda _: self.show())
         self._hide()
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget, and for a page without a kernel (the course's website) its question, not its answer."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        x_specs, w_specs = [m.value for m in self.x_menus], [m.value for m in self.w_menus]
+        bundle["text/html"] = static_state_html(
+            f"x {list(self.x_shape)} with layout {x_specs}, w {list(self.w_shape)} with layout {w_specs}",
+            f"<p>Predict y's layout and the forward collectives of <code>y = x @ w</code> on the mesh "
+            f"{html.escape(mesh_text(zip(self.mesh.dim_names, self.mesh.shape())))}; the running notebook "
+            f"reveals what DTensor runs.</p>")
+        return bundle
 
     @property
     def prediction(self):

@@ -21,7 +21,7 @@ def _nbval_kernels_over_unix_sockets():
 
     import nbval.kernel
 
-    from course_utils.notebook_runner import private_ipc_address
+    from course_utils.tools.notebook_runner import private_ipc_address
 
     class PrivateIpcKernelManager(nbval.kernel.KernelManager):
         def __init__(self, **kwargs):

@@ -1,6 +1,6 @@
 import pytest
 
-from course_utils import benchmark
+from course_utils.tools import benchmark
 from course_utils.data import mnist_is_prepared
 
 

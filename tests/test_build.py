@@ -4,8 +4,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import build
-from course_utils.checkout import NOTEBOOK_FOLDERS, course_config
+from course_utils.tools import build
+from course_utils.tools.checkout import NOTEBOOK_FOLDERS, course_config
 from course_utils.notebook_setup import setup_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,5 +92,5 @@ def test_command_line_tools_do_not_import_tensorflow():
     import subprocess
     import sys
 
-    code = "import sys, course_utils.build, course_utils.grading.cli; print('tensorflow' in sys.modules)"
+    code = "import sys, course_utils.tools.build, course_utils.grading.cli; print('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -31,12 +31,14 @@ def test_other_pip_failures_keep_pip_s_own_errors(course):
 
 def test_each_environment_runs_its_own_tests_on_every_core(course):
     runs = course.test_runs(["-x"])
-    assert runs["main"] == (["main"], ["-n", "auto", "--dist", "loadfile", "-x",
+    assert runs["main"] == (["main"], ["-n", "auto", "--dist", "loadfile",
+                                       f"--executed-notebooks={course.REPORTS / 'executed'}", "-x",
                                        f"--junitxml={course.REPORTS / 'main'}.xml"])
     venvs, args = runs["colab"]
     assert venvs == ["main", "colab"] and args[0] == "tests/environments/test_colab.py"
     assert "--dist" in args and args[args.index("--dist") + 1] == "load"
     assert runs["browser"][1][0] == "tests/environments/test_jupyterlab.py"
+    assert runs["site"][1][0] == "tests/environments/test_site.py"
 
 
 def test_the_time_table_ranks_files_by_the_seconds_of_their_tests(course, tmp_path):
@@ -59,7 +61,7 @@ def test_the_time_table_ranks_files_by_the_seconds_of_their_tests(course, tmp_pa
 def test_help_lists_the_environments(course, capsys):
     assert course.run_tests(["--help"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in ("main", "colab", "browser", "--skip-browser"))
+    assert all(name in out for name in ("main", "colab", "browser", "site", "--skip-browser"))
 
 
 def test_the_requirements_digest_follows_the_local_packages_it_installs(course, tmp_path, monkeypatch):
@@ -74,7 +76,8 @@ def test_the_requirements_digest_follows_the_local_packages_it_installs(course, 
 
 
 def test_environments_run_side_by_side_and_a_failure_shows_the_end_of_its_log(course, tmp_path, monkeypatch, capsys):
-    """main beside colab, then browser after colab; each writes its own log; a failed one prints its end."""
+    """main then site beside colab then browser; each writes its own log; a failed one prints its end; main's
+    run removes the chapters an earlier run executed."""
     import sys
     import time
 
@@ -91,10 +94,12 @@ def test_environments_run_side_by_side_and_a_failure_shows_the_end_of_its_log(co
         return type("Done", (), {"returncode": 1 if env == "colab" else 0})()
 
     monkeypatch.setattr(course.subprocess, "run", fake_pytest)
+    (tmp_path / "executed" / "notebooks").mkdir(parents=True)
     assert course.run_tests([]) == 1
     assert spans["main"][0] < spans["colab"][1] and spans["colab"][0] < spans["main"][1]  # side by side
-    assert spans["browser"][0] >= spans["colab"][1]  # after colab, in its lane
-    assert {path.name for path in tmp_path.glob("*.log")} == {"main.log", "colab.log", "browser.log"}
+    assert spans["browser"][0] >= spans["colab"][1] and spans["site"][0] >= spans["main"][1]  # each in its lane
+    assert {path.name for path in tmp_path.glob("*.log")} == {"main.log", "colab.log", "browser.log", "site.log"}
+    assert not (tmp_path / "executed").exists()
     out = capsys.readouterr().out
     assert f"`colab` failed; the end of {tmp_path.name}/colab.log:\noutput of colab" in out
     assert f"end of {tmp_path.name}/main.log" not in out and "FAILED (pytest exit status 1)" in out
@@ -123,4 +128,4 @@ def test_an_interrupted_environment_stops_its_lane(course, tmp_path, monkeypatch
     monkeypatch.setattr(course.subprocess, "run", fake_pytest)
     (tmp_path / "browser.xml").write_text("<testsuites/>")  # a report of an earlier run
     assert course.run_tests([]) == 2
-    assert sorted(started) == ["colab", "main"]  # browser, after colab in its lane, never started
+    assert sorted(started) == ["colab", "main", "site"]  # browser, after colab in its lane, never started

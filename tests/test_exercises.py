@@ -7,7 +7,7 @@ import re
 import nbformat
 
 from course_utils.checkers import registry
-from course_utils.checkout import checkout_root
+from course_utils.tools.checkout import checkout_root
 
 
 def test_every_chapter_with_exercises_has_a_solution_notebook_that_checks_them_all():

@@ -145,3 +145,10 @@ def test_widget_builds_without_a_frontend_and_follows_its_values(cpus8):
 
     ui.mesh_shape.value = "16"
     assert not ui.result.ok and len(ui.output.outputs) == 1
+
+
+def test_a_page_without_a_kernel_gets_the_first_state_as_a_picture(cpus8):
+    bundle = layout_explorer("4, 2", "batch, model", "8, 6", ("batch", "unsharded"))._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # JupyterLab shows the live widget
+    assert "run the notebook to change its controls" in bundle["text/html"]
+    assert "tensor 8, 6" in bundle["text/html"] and "<table" in bundle["text/html"]

@@ -56,3 +56,11 @@ def test_the_widget_reveals_only_when_asked_and_grades_the_prediction(mesh):
     assert "✓ right" in str(widget.output.outputs) and "✗" not in str(widget.output.outputs)
     widget.x_menus[1].value = "model"
     assert widget.measurement is None and "Predict first" in str(widget.output.outputs)
+
+
+def test_a_page_without_a_kernel_gets_the_question_not_the_answer(mesh):
+    explorer = matmul_explorer(mesh)
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "Predict y's layout" in bundle["text/html"] and "run the notebook" in bundle["text/html"]
+    assert explorer.measurement is None and "all-reduce" not in bundle["text/html"]

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.notebook_runner import run_in_child
+from course_utils.tools.notebook_runner import run_in_child
 
-DRIVER = "course_utils.notebook_runner:run_notebook_cells"
+DRIVER = "course_utils.tools.notebook_runner:run_notebook_cells"
 
 
 def write(path, *sources):
@@ -46,7 +46,7 @@ def test_kernels_talk_over_private_unix_sockets_so_two_starting_at_once_cannot_c
 
     import nbval.kernel
 
-    from course_utils.notebook_runner import KernelSession, private_ipc_address
+    from course_utils.tools.notebook_runner import KernelSession, private_ipc_address
 
     assert os.path.dirname(private_ipc_address()) != os.path.dirname(private_ipc_address())
     manager = nbval.kernel.KernelManager(kernel_name="python3")  # nbval's, as tests/conftest.py sets it up
@@ -65,7 +65,7 @@ def test_a_cell_keeps_at_most_a_mebibyte_of_output(tmp_path):
     """A notebook that prints gigabytes cannot fill the memory of the process that drives its kernel."""
     import os
 
-    from course_utils.notebook_runner import OUTPUT_LIMIT, KernelSession
+    from course_utils.tools.notebook_runner import OUTPUT_LIMIT, KernelSession
 
     with KernelSession(tmp_path, dict(os.environ)) as session:
         cell = session.execute("for _ in range(40):\n    print('x' * 100_000)")

@@ -1,7 +1,7 @@
 """The small shared modules: the checkout, mesh text, the set-up cell, the download policy."""
 import pytest
 
-from course_utils.checkout import NotACheckoutError, checkout_root, course_config
+from course_utils.tools.checkout import NotACheckoutError, checkout_root, course_config
 from course_utils.data import downloads_allowed
 from course_utils.meshes import mesh_text
 from course_utils.notebook_setup import is_stamped_setup, setup_environment, setup_lines, setup_source

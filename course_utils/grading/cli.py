@@ -34,7 +34,7 @@ from course_utils.grading.session import read_results
 from course_utils.grading.sandbox import MEMORY_LIMIT, Box, SandboxUnavailable, check_available
 from course_utils.grading.submission import (NotANotebook, identify_chapter, parse_notebook, read_submission,
                                              saved_hint_levels, suspicious_code)
-from course_utils.notebook_runner import run_in_child
+from course_utils.tools.notebook_runner import run_in_child
 
 __all__ = ["COLUMNS", "DEFAULT_TIMEOUT", "NOT_SANDBOXED", "SANDBOXES", "find_notebooks", "grade_folder",
            "grade_notebook", "main", "printable", "resolve_sandbox"]

@@ -1,4 +1,4 @@
-"""The grading run of one notebook, in the child process of :func:`~course_utils.notebook_runner.run_in_child`.
+"""The grading run of one notebook, in the child process of :func:`~course_utils.tools.notebook_runner.run_in_child`.
 
 :func:`grade_cells` is the driver. It runs the student's code cells in order in a fresh kernel
 (in the sandbox, see ``sandbox.py``). Right after the cell that holds an exercise in the exercise
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from course_utils.checkers import chapter_definition
 from course_utils.checkers.plain import PlainDataError, loads
-from course_utils.notebook_runner import cell_error, read_small_file
+from course_utils.tools.notebook_runner import cell_error, read_small_file
 
 HINT_LINE = re.compile(r"Hint (\d+)/\d+ \((\d+)\.(q\d+)\)")
 EXPORT_LIMIT = 160 << 20  # bytes of one export file (plain data of at most 64 MiB of arrays, in base64 and JSON)

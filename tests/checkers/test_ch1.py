@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from course_utils.checkers import ch1, exercises
-from course_utils.checkout import checkout_root
+from course_utils.tools.checkout import checkout_root
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy
 
 

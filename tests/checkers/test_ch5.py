@@ -135,7 +135,7 @@ def test_ch5_q1_other_mistakes(keras2, mesh42):
 def test_ch5_q1_the_question_shows_the_colleagues_function(keras2, mesh42):
     """The function the question shows is q1_fn's "none", and the solution's fix is "reseed": both run here."""
     import nbformat
-    from course_utils.checkout import checkout_root
+    from course_utils.tools.checkout import checkout_root
 
     nb = nbformat.read(checkout_root() / "solutions" / "05_dtensor_with_keras.ipynb", as_version=4)
     question = next(cell.source for cell in nb.cells if cell.get("id") == "c02")
@@ -517,7 +517,7 @@ def test_ch5_q5_the_answer_depends_on_the_hardware_so_the_question_names_it():
     # The question names the hardware, the optimizer and the mesh (the exercise cell's markdown, read from the
     # solution notebook).
     import nbformat
-    from course_utils.checkout import checkout_root
+    from course_utils.tools.checkout import checkout_root
 
     nb = nbformat.read(checkout_root() / "solutions" / "05_dtensor_with_keras.ipynb", as_version=4)
     question = next(cell.source for cell in nb.cells if cell.get("id") == "c15a")

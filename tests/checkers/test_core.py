@@ -122,8 +122,8 @@ def test_solutions_are_the_solution_notebooks_code():
     """One source: solution() prints the code of the solution notebook's checking cell."""
     import nbformat
 
-    from course_utils import build
-    from course_utils.checkout import checkout_root
+    from course_utils.tools import build
+    from course_utils.tools.checkout import checkout_root
 
     root = checkout_root()
     for path in sorted((root / "solutions").glob("*.ipynb")):

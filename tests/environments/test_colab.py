@@ -34,7 +34,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from course_utils.checkout import course_config
+from course_utils.tools.checkout import course_config
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = [p.relative_to(ROOT).as_posix() for folder in ("notebooks", "solutions")

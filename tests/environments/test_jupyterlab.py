@@ -22,7 +22,6 @@ import nbformat
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from chromium import NoChromium, find_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -48,15 +47,6 @@ ALL_CELLS_RAN = f"""() => {{
   const prompts = [...({SHOWN_PANEL})?.querySelectorAll('.jp-CodeCell .jp-InputPrompt') ?? []];
   return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
 }}"""
-
-
-@pytest.fixture(scope="module")
-def chromium(request):
-    """The Chromium executable: ``--chromium``, else one on PATH, else Playwright's own (downloaded if needed)."""
-    try:
-        return find_chromium(request.config.getoption("--chromium"))
-    except NoChromium as err:
-        pytest.fail(str(err), pytrace=False)
 
 
 def free_port():

@@ -10,7 +10,7 @@ import time
 import nbformat
 import pytest
 
-from course_utils.build import make_graded
+from course_utils.tools.build import make_graded
 from course_utils.checkers import registry
 from course_utils.grading import cli as grade
 from notebooks import (BWRAP_WORKS, EXERCISE, MAX, ROOT, needs_bwrap, points, processes_with, read_grades, right_answer,

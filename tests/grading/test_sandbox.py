@@ -22,7 +22,7 @@ import course_utils
 from course_utils.grading import cli, sandbox
 from course_utils.grading.report import COLUMNS, digest_path, verify_digest, write_csv
 from course_utils.grading.submission import NotANotebook, read_submission
-from course_utils.notebook_runner import read_small_file
+from course_utils.tools.notebook_runner import read_small_file
 from notebooks import MAX, ROOT, needs_bwrap, points, processes_with, read_grades, right_answer, submission
 
 ATTACKER = {"q1": 2, "q2": 0, "q3": 0, "q4": 0, "q5": 0}  # exercise 1's real points, nothing else

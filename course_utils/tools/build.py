@@ -1,6 +1,6 @@
 """Keep the course's notebooks consistent: ``python3 course.py build [--verify] [--graded-handouts DIR]``.
 
-A maintainer tool: it works on a clone of the course (see :mod:`course_utils.checkout`).
+A maintainer tool: it works on a clone of the course (see :mod:`course_utils.tools.checkout`).
 
 - Stamps every notebook in ``notebooks/``, ``solutions/`` and ``exercises/`` with the "Open in
   Colab" badge (first cell) and the set-up cell (second cell), both made from the repository
@@ -27,8 +27,9 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.checkout import NOTEBOOK_FOLDERS, checkout_root, course_config
+from course_utils.tools.checkout import checkout_root, course_config
 from course_utils.notebook_setup import KERAS_MODES, setup_source
+from course_utils.tools.site.slides import mark_slides
 
 BADGE_ID, SETUP_ID, HOW_ID = "colab-badge", "setup", "how-it-works"
 KEEP_METADATA = ("kernelspec", "language_info", "course")
@@ -142,7 +143,7 @@ def clean(nb):
     nb.metadata = {k: v for k, v in nb.metadata.items() if k in KEEP_METADATA}
     nb.metadata["kernelspec"] = KERNELSPEC
     for cell in nb.cells:
-        cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags",)}
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags",)}  # slides: set again by the build
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
@@ -178,6 +179,8 @@ def expected_files(root):
         for path in sorted((root / folder).glob("*.ipynb")):
             nb = nbformat.read(path, as_version=4)
             notebooks[path] = stamp(clean(nb), path.relative_to(root).as_posix(), config)
+            if folder == "notebooks":
+                mark_slides(notebooks[path])  # the workshop slides' cells (course_utils.tools.site.slides)
     for path in sorted((root / "solutions").glob("*.ipynb")):
         solution = name_exercise_cells(notebooks[path])
         chapters[solution.metadata["course"]["chapter"]] = exercise_cells(solution)

@@ -1,7 +1,7 @@
 """Run a notebook's cells in a fresh Jupyter kernel, in a child process with a hard time limit.
 
 The grader and the benchmark share this. :func:`run_in_child` starts
-``python -m course_utils.notebook_runner DRIVER`` in its own process group; the child starts a
+``python -m course_utils.tools.notebook_runner DRIVER`` in its own process group; the child starts a
 kernel (:class:`KernelSession`), hands it to the driver function, and writes the driver's result
 as JSON. When the time limit runs out, the child's process group and the kernel's are killed
 (SIGKILL), so an endless loop or a process the notebook started cannot outlive the run.
@@ -305,7 +305,7 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=
         With a sandbox, ``sandbox_gone`` says whether every process of the sandbox was seen to end.
 
     Example:
-        >>> run_in_child("course_utils.notebook_runner:run_notebook_cells",
+        >>> run_in_child("course_utils.tools.notebook_runner:run_notebook_cells",
         ...              {"notebook": "notebooks/00_welcome.ipynb"}, timeout=120)["report"]
         {'status': 'ok'}
     """
@@ -313,7 +313,7 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=
     result_path, pid_path, log_path = scratch / "result.json", scratch / "kernel.pid", scratch / "child.log"
     (scratch / "kernel-cwd").mkdir()
     (scratch / "kernel-ipc").mkdir(mode=0o700)  # the kernel's sockets, removed with the scratch folder
-    cmd = [sys.executable, "-m", "course_utils.notebook_runner", driver, str(scratch), str(cell_timeout or 0)]
+    cmd = [sys.executable, "-m", "course_utils.tools.notebook_runner", driver, str(scratch), str(cell_timeout or 0)]
     start = time.monotonic()
     try:
         with open(log_path, "wb") as log:

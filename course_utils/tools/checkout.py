@@ -10,7 +10,7 @@ from pathlib import Path
 
 __all__ = ["NotACheckoutError", "checkout_root", "course_config"]
 
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder that holds course_utils
 NOTEBOOK_FOLDERS = ("notebooks", "solutions", "exercises")
 
 

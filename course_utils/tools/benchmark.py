@@ -1,5 +1,5 @@
 """Benchmark the course itself: ``python3 course.py bench [--output FILE]`` (a maintainer tool: it
-works on a clone of the course, see :mod:`course_utils.checkout`).
+works on a clone of the course, see :mod:`course_utils.tools.checkout`).
 
 Two parts, both run on this machine and written as one markdown report:
 
@@ -27,15 +27,15 @@ import time
 from datetime import date
 from pathlib import Path
 
-from course_utils.checkout import checkout_root
-from course_utils.notebook_runner import run_in_child
+from course_utils.tools.checkout import checkout_root
+from course_utils.tools.notebook_runner import run_in_child
 from course_utils.notebook_setup import setup_environment
 
 __all__ = ["time_notebooks", "time_strategies", "markdown_report"]
 
 
 def time_notebooks(paths, timeout=600):
-    """Run each notebook in a fresh kernel (:func:`~course_utils.notebook_runner.run_in_child`) and time it.
+    """Run each notebook in a fresh kernel (:func:`~course_utils.tools.notebook_runner.run_in_child`) and time it.
 
     Args:
         paths: notebook paths.
@@ -50,7 +50,7 @@ def time_notebooks(paths, timeout=600):
     """
     results = []
     for path in paths:
-        outcome = run_in_child("course_utils.notebook_runner:run_notebook_cells",
+        outcome = run_in_child("course_utils.tools.notebook_runner:run_notebook_cells",
                                {"notebook": str(Path(path).resolve())}, timeout)
         status = outcome["report"].get("status") if outcome["kind"] == "completed" else outcome["kind"]
         results.append((Path(path).stem, outcome["seconds"], status or outcome.get("detail", "")))
@@ -81,7 +81,7 @@ def time_strategies(examples=60_000, batch_size=128, epochs=3):
         2
     """
     env = dict(os.environ, **setup_environment("tf_keras", dtensor=True), TF_CPP_MIN_LOG_LEVEL="2")
-    cmd = [sys.executable, "-m", "course_utils.benchmark", "--strategy-worker", str(examples), str(batch_size), str(epochs)]
+    cmd = [sys.executable, "-m", "course_utils.tools.benchmark", "--strategy-worker", str(examples), str(batch_size), str(epochs)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
     if done.returncode or not lines:
