@@ -15,30 +15,38 @@ def pytest_addoption(parser):
                                                   "when all its cells passed (the website is built from them)")
 
 
-_NBVAL_OUTPUTS = {}  # notebook path: {code cell number: its outputs, or None where the cell failed}
+_NBVAL_CELLS = {}  # notebook path: {code cell number: (its outputs or None where it failed, seconds)}
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     if report.when == "call" and hasattr(item, "cell_num") and hasattr(item, "test_outputs"):
-        _NBVAL_OUTPUTS.setdefault(str(item.path), {})[item.cell_num] = item.test_outputs if report.passed else None
+        outputs = item.test_outputs if report.passed else None
+        _NBVAL_CELLS.setdefault(str(item.path), {})[item.cell_num] = (outputs, report.duration)
 
 
 def pytest_sessionfinish(session):
+    """Write each notebook nbval ran with every cell passing to ``--executed-notebooks``, with its outputs and
+    ``metadata.course_run`` (the seconds its cells took, the cores, the date): the website renders these."""
     folder = session.config.getoption("--executed-notebooks", default=None)
     if not folder:
         return
-    import nbformat
+    import datetime
     from pathlib import Path
 
-    for path, outputs in _NBVAL_OUTPUTS.items():
+    import nbformat
+
+    for path, cells in _NBVAL_CELLS.items():
         nb = nbformat.read(path, as_version=4)
         code = [cell for cell in nb.cells if cell.cell_type == "code"]
-        if sorted(outputs) != list(range(len(code))) or any(o is None for o in outputs.values()):
+        if sorted(cells) != list(range(len(code))) or any(outputs is None for outputs, _ in cells.values()):
             continue  # a cell failed or did not run: no executed copy
         for number, cell in enumerate(code):
-            cell.outputs, cell.execution_count = outputs[number], number + 1
+            cell.outputs, cell.execution_count = cells[number][0], number + 1
+        nb.metadata["course_run"] = {"seconds": round(sum(seconds for _, seconds in cells.values()), 1),
+                                     "cores": os.cpu_count(), "date": datetime.date.today().isoformat(),
+                                     "how": "tests"}
         target = Path(folder) / Path(path).parent.name / Path(path).name
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, target)

@@ -5,7 +5,7 @@ import re
 import nbformat
 import pytest
 
-from course_utils.tools.site import build, pages, slides, vendor
+from course_utils.tools.site import build, execution, pages, slides, vendor
 
 ROOT = build.ROOT
 
@@ -40,13 +40,37 @@ def test_the_instructors_page_ranks_the_hardest_exercises_from_a_grades_table(tm
                       "a,4,q1,2,2,correct\nb,4,q1,2,2,correct\na,4,q6,1,6,partial\nb,4,q6,0,6,incorrect\n"
                       "a,4,,0,0,\n")
     assert pages.hardest_exercises(grades) == [("4.q6", 1 / 12, 2), ("4.q1", 1.0, 2)]
-    text = pages.instructors_page(ROOT, tmp_path / "none.xml", tmp_path / "none.xml", grades)
+    text = pages.instructors_page(ROOT, {"05_dtensor_with_keras": 91.0}, "Run time: measured so.", grades=grades)
     assert "## A 3-hour workshop" in text and "## A full day" in text and "| 4.q6 | 8% | 2 |" in text
-    assert "not measured in this build" in text
-    assert "python3 course.py grade" in pages.instructors_page(ROOT, tmp_path / "x", tmp_path / "x")
+    assert "| 91 s | not measured |" in text and "Run time: measured so." in text
+    assert "python3 course.py grade" in pages.instructors_page(ROOT, {}, "")
     (tmp_path / "bad.csv").write_text("name,score\nx,1\n")
     with pytest.raises(pages.PageError, match="is not a grades table"):
         pages.hardest_exercises(tmp_path / "bad.csv")
+
+
+def test_workshop_plans_add_up_the_times_the_notebooks_state():
+    table, minutes = pages.workshop_plan(ROOT, pages.THREE_HOURS, "9:00")
+    stated = [pages.notebook_minutes(next((ROOT / folder).glob(f"{n:02d}_*.ipynb"))) if folder != "pause" else n
+              for folder, n in pages.THREE_HOURS]
+    assert minutes == sum(stated) <= 180
+    assert table.splitlines()[2].startswith("| 9:00 | 0 · Welcome") and f"| {9 + minutes // 60}:" in table
+    _, day = pages.workshop_plan(ROOT, pages.FULL_DAY, "9:00")
+    assert 6 * 60 <= day <= 9 * 60
+
+
+def test_every_chapter_and_exercise_states_its_time():
+    for folder in ("notebooks", "exercises"):
+        for path in sorted((ROOT / folder).glob("*.ipynb")):
+            if path.stem != "00_welcome" or folder == "notebooks":
+                assert 5 <= pages.notebook_minutes(path) <= 90, path
+
+
+def test_a_notebook_without_a_stated_time_is_named(tmp_path):
+    path = tmp_path / "01_x.ipynb"
+    nbformat.write(notebook(("md", "# Title\n**Time:** the notebook starts processes")), path)
+    with pytest.raises(pages.PageError, match=r"01_x.ipynb has no '\*\*Time:\*\* about N minutes' line"):
+        pages.notebook_minutes(path)
 
 
 def test_chapter_run_times_are_summed_from_a_junit_report(tmp_path):
@@ -60,18 +84,39 @@ def test_chapter_run_times_are_summed_from_a_junit_report(tmp_path):
     assert pages.chapter_seconds(tmp_path / "missing.xml") == {}
 
 
-def test_execution_is_cached_by_code_and_a_raising_cell_is_named(tmp_path):
+def test_execution_is_cached_and_a_raising_cell_or_a_dead_kernel_is_named(tmp_path):
     path = tmp_path / "demo.ipynb"
-    nbformat.write(notebook(("md", "# Demo"), ("code", "print(6 * 7)")), path)
-    ran = build.execute(path, tmp_path / "cache")
-    assert ran.cells[1].outputs[0]["text"] == "42\n" and ran.cells[1].execution_count == 1
+    nbformat.write(notebook(("md", "# Demo"), ("code", "import time\nprint(time.time_ns())")), path)
+    ran = execution.execute(path, tmp_path / "cache", ROOT)
+    first = ran.cells[1].outputs[0]["text"]
+    assert ran.cells[1].execution_count == 1 and ran.metadata["course_run"]["how"] == "built"
     assert len(list((tmp_path / "cache").glob("demo-*.ipynb"))) == 1
-    nbformat.write(notebook(("md", "# Demo, reworded"), ("code", "print(6 * 7)")), path)  # same code: the cache
-    again = build.execute(path, tmp_path / "cache")
-    assert again.cells[0].source == "# Demo, reworded" and again.cells[1].outputs[0]["text"] == "42\n"
+    nbformat.write(notebook(("md", "# Demo, reworded"), ("code", "import time\nprint(time.time_ns())")), path)
+    again = execution.execute(path, tmp_path / "cache", ROOT)  # the same code: from the cache, with the new prose
+    assert again.cells[0].source == "# Demo, reworded" and again.cells[1].outputs[0]["text"] == first
     nbformat.write(notebook(("md", "# Demo"), ("code", "x = 1"), ("code", "1 / 0")), path)
-    with pytest.raises(build.SiteBuildError, match=r"demo.ipynb, code cell 1 .*'1 / 0'.* raised ZeroDivisionError"):
-        build.execute(path, tmp_path / "cache")
+    with pytest.raises(execution.ExecutionError, match=r"demo.ipynb, code cell 2 .*'1 / 0'.* raised ZeroDivisionError"):
+        execution.execute(path, tmp_path / "cache", ROOT)
+    nbformat.write(notebook(("code", "import os\nos._exit(1)")), path)
+    with pytest.raises(execution.ExecutionError, match=r"code cell 1 .*DeadKernelError"):
+        execution.execute(path, tmp_path / "cache", ROOT)
+
+
+def test_the_cache_key_follows_the_code_and_the_helpers_not_the_prose(tmp_path, monkeypatch):
+    nb = notebook(("md", "# A"), ("code", "x = 1"))
+    key = execution.code_key(nb, ROOT)
+    nb.cells[0].source = "# B"
+    assert execution.code_key(nb, ROOT) == key
+    nb.cells[1].source = "x = 2"
+    assert execution.code_key(nb, ROOT) != key
+    helpers = tmp_path / "course_utils"
+    helpers.mkdir()
+    (helpers / "data.py").write_text("A = 1\n")
+    (tmp_path / "requirements.txt").write_text("tensorflow\n")
+    monkeypatch.setattr(execution, "PACKAGE", helpers)
+    before = execution.code_key(nb, tmp_path)
+    (helpers / "data.py").write_text("A = 2\n")
+    assert execution.code_key(nb, tmp_path) != before
 
 
 def test_an_executed_copy_counts_only_with_the_chapters_code(tmp_path):
@@ -80,26 +125,55 @@ def test_an_executed_copy_counts_only_with_the_chapters_code(tmp_path):
     nbformat.write(notebook(("md", "# New words"), ("code", "print(1)")), chapter)
     executed = notebook(("md", "# Old words"), ("code", "print(1)"))
     executed.cells[1].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    executed.metadata["course_run"] = {"seconds": 3.0, "cores": 2, "date": "2026-11-28", "how": "tests"}
     nbformat.write(executed, ran)
-    copy = build.executed_copy(chapter, tmp_path / "executed")
+    copy = execution.executed_copy(chapter, tmp_path / "executed", ROOT)
     assert copy.cells[0].source == "# New words" and copy.cells[1].outputs[0]["text"] == "1\n"
+    assert copy.metadata["course_run"]["how"] == "tests"
     nbformat.write(notebook(("code", "print(2)")), ran)
-    assert build.executed_copy(chapter, tmp_path / "executed") is None
-    assert build.executed_copy(chapter, None) is None
+    assert execution.executed_copy(chapter, tmp_path / "executed", ROOT) is None
+    assert execution.executed_copy(chapter, None, ROOT) is None
 
 
-def test_a_page_keeps_an_explorers_picture_and_drops_other_widgets():
-    nb = notebook(("code", "explorer"), ("code", "bar"))
+def test_a_page_keeps_an_explorers_picture_and_drops_other_widgets_the_badge_and_tensorflows_log_lines():
+    nb = notebook(("md", "[badge]"), ("code", "set-up"), ("md", "## Explorers"), ("code", "explorer"), ("code", "bar"),
+                  ("code", "plot"))
+    nb.cells[0].id, nb.cells[1].id = "colab-badge", "setup"
     widget = {"model_id": "x", "version_major": 2, "version_minor": 0}
-    nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data={
+    nb.cells[3].outputs = [nbformat.v4.new_output("display_data", data={
         build.WIDGET_VIEW: widget, "text/html": "<p>first state</p>", "text/plain": "LayoutExplorer(...)"})]
-    nb.cells[1].outputs = [nbformat.v4.new_output("display_data", data={build.WIDGET_VIEW: widget,
+    nb.cells[4].outputs = [nbformat.v4.new_output("display_data", data={build.WIDGET_VIEW: widget,
                                                                         "text/plain": "  0%|   | 0/468"}),
+                           nbformat.v4.new_output("stream", name="stderr", text=(
+                               "WARNING: All log messages before absl::InitializeLog() is called are written to "
+                               "STDERR\nE0000 00:00:1795861138.527709   28533 cuda_platform.cc:52] failed call to "
+                               "cuInit: INTERNAL\n")),
+                           nbformat.v4.new_output("stream", name="stderr", text="UserWarning: a real warning\n"),
                            nbformat.v4.new_output("stream", text="done\n")]
+    nb.cells[5].outputs = [nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo=",
+                                                                        "text/plain": "<Figure>"})]
     nb.metadata["widgets"] = {"state": {}}
-    page = build.for_the_page(nb)
-    assert page.cells[0].outputs[0]["data"] == {"text/html": "<p>first state</p>"}
-    assert [o["output_type"] for o in page.cells[1].outputs] == ["stream"] and "widgets" not in page.metadata
+    page = build.for_the_page(nb, chapter=4)
+    assert [c.get("id") for c in page.cells][0] == "setup" and "remove-cell" in page.cells[0].metadata["tags"]
+    assert page.cells[2].outputs[0]["data"] == {"text/html": "<p>first state</p>"}
+    assert [o.get("text") for o in page.cells[3].outputs] == ["UserWarning: a real warning\n", "done\n"]
+    assert page.cells[4].metadata["mystnb"]["image"]["alt"] == "Figure of the section 'Explorers' of chapter 4"
+    assert "widgets" not in page.metadata
+
+
+def test_the_pages_folder_is_replaced_only_when_this_build_wrote_it(tmp_path):
+    with pytest.raises(build.SiteBuildError, match="is the course's folder or holds it"):
+        build.clear_out(ROOT, ROOT)
+    with pytest.raises(build.SiteBuildError, match="is the course's folder or holds it"):
+        build.clear_out(ROOT.parent, ROOT)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "mine.txt").write_text("keep me")
+    with pytest.raises(build.SiteBuildError, match="already holds files"):
+        build.clear_out(tmp_path / "docs", ROOT)
+    (tmp_path / "site" / "old").mkdir(parents=True)
+    (tmp_path / "site" / build.MARKER).write_text("")
+    build.clear_out(tmp_path / "site", ROOT)
+    assert list((tmp_path / "site").iterdir()) == []
 
 
 def test_slides_open_at_headings_pictures_and_each_sections_last_printed_number():
@@ -123,11 +197,12 @@ def test_every_chapter_carries_its_slide_metadata():
 def test_a_deck_shows_the_marked_cells_without_code_and_loads_only_what_the_site_serves(tmp_path):
     nb = slides.mark_slides(notebook(("md", "# Title"), ("code", "secret_code = 1\nprint('measured 42')")))
     nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="measured 42\n")]
-    slides.write_slides(nb, tmp_path / "deck.html", "reveal.js", "requirejs/require.js", "mathjax/tex-chtml.js")
+    slides.write_slides(nb, tmp_path / "deck.html", "reveal.js", "requirejs/require.js",
+                        "../_static/mathjax/tex-chtml.js")
     html = (tmp_path / "deck.html").read_text()
     assert "measured 42" in html and "secret_code" not in html
     loaded = set(re.findall(r'(?:src|href)="([^"#][^"]*)"', html)) | set(re.findall(r'"([\w./-]+\.js)"', html))
-    assert sorted(loaded) == ["../_static/favicon.svg", "mathjax/tex-chtml.js", "requirejs/require.js",
+    assert sorted(loaded) == ["../_static/favicon.svg", "../_static/mathjax/tex-chtml.js", "requirejs/require.js",
                               "reveal.js/dist/reveal.css", "reveal.js/dist/reveal.js", "reveal.js/dist/theme/white.css",
                               "reveal.js/plugin/notes/notes.js"]
 
@@ -137,3 +212,22 @@ def test_without_npm_a_package_is_not_fetched_and_the_reason_is_said(tmp_path, m
     said = []
     assert vendor.npm_package("reveal.js@4.6.1", tmp_path / "cache", echo=said.append) is None
     assert "Could not fetch reveal.js@4.6.1 with npm" in said[0] and "CDN" in said[0]
+
+
+def test_the_test_run_keeps_each_notebook_nbval_ran_with_its_outputs(tmp_path):
+    """The root conftest's hook (it reads nbval's outputs, which nbval keeps on its test items)."""
+    import os
+    import subprocess
+    import sys
+
+    nbformat.write(notebook(("md", "# T"), ("code", "print(6 * 7)")), tmp_path / "good.ipynb")
+    nbformat.write(notebook(("md", "# T"), ("code", "1 / 0")), tmp_path / "bad.ipynb")
+    out = tmp_path / "executed"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "--nbval-lax", "-p",
+                          "no:cacheprovider", "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path / "good.ipynb"),
+                          str(tmp_path / "bad.ipynb"), f"--executed-notebooks={out}"],
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    assert "1 failed, 1 passed" in run.stdout, run.stdout[-2000:]
+    ran = nbformat.read(out / tmp_path.name / "good.ipynb", as_version=4)
+    assert ran.cells[1].outputs[0]["text"] == "42\n" and ran.metadata["course_run"]["how"] == "tests"
+    assert not (out / tmp_path.name / "bad.ipynb").exists()  # a notebook with a failed cell is not kept

@@ -2,21 +2,21 @@
 
 The pages are the notebooks as they are in the repository (copied into a staging folder beside the generated
 front page and instructors' page, :mod:`.pages`), rendered by Sphinx with MyST-NB, and a reveal.js slide deck
-per chapter (:mod:`.slides`). The chapters are executed first, each in a fresh kernel, into a
-cache in ``_site/cache`` keyed by the notebook's code, so a rebuild re-runs only the chapters whose code
-changed; a cell that raises stops the build with the notebook and the cell named. ``--executed FOLDER`` takes
-the chapters already executed there (the test run leaves them in ``test-artifacts/executed``) where their code
-is the chapter's, and executes only the others.
-Exercises and solutions are pages to run, not run here.
+per chapter (:mod:`.slides`). The chapters are executed first (:mod:`.execution`), each once, into a cache in
+``_site/cache``: a rebuild re-runs only the chapters whose code or helpers changed, and a cell that raises stops
+the build with the notebook and the cell named. ``--executed FOLDER`` takes the chapters the test run executed
+(``test-artifacts/executed``) where their code is the chapter's, and executes only the others. Exercises and
+solutions are pages to run, not run here.
 
 Example:
     python3 course.py site                 # _site/html/index.html
     python3 course.py site --solutions     # the self-study edition, with the worked solutions
 """
 import argparse
-import hashlib
+import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,99 +24,44 @@ from pathlib import Path
 
 import nbformat
 
-from ..build import BADGE_ID
+from ..build import BADGE_ID, SETUP_ID
 from ..checkout import checkout_root, course_config
-from .pages import PageError, front_page, instructors_page
+from .execution import ExecutionError, execute, executed_copy
+from .pages import PageError, chapter_seconds, front_page, instructors_page
 from .slides import build_slides
 from .vendor import MATHJAX, copy_files, npm_package
 
 ROOT = checkout_root()
 SITE = ROOT / "_site"  # the staging folder, the caches and (by default) the pages
 CONF_DIR = Path(__file__).resolve().parent
-REPORTS = ROOT / "test-artifacts"  # the test run's JUnit reports, for the chapters' measured run times
+REPORTS = ROOT / "test-artifacts"  # the test run's reports and executed chapters
+MARKER = ".course-site"  # in a folder of pages this build wrote, which it may replace
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
+# TensorFlow's C++ log lines on stderr ("E0000 00:00:1795... cuda_platform.cc:52] ...") and absl's notice
+TF_LOG_LINE = re.compile(r"^(?:[IWEF]\d{4} \d\d:\d\d:[\d.]+ +\d+ \S+:\d+\] .*|WARNING: All log messages before "
+                         r"absl::InitializeLog\(\) is called are written to STDERR)\n?", re.M)
 
 
 class SiteBuildError(RuntimeError):
-    """The website could not be built; the message names the notebook and what to do."""
+    """The website could not be built; the message names the notebook or the folder, and what to do."""
 
 
-def stage(root, source, folders, grades=None):
-    """Copy the notebooks of ``folders`` into ``source`` (emptied first; without their Colab badge) and write the
-    front page and the instructors' page there."""
-    if source.exists():
-        shutil.rmtree(source)
-    for folder in folders:
-        (source / folder).mkdir(parents=True)
-        for path in sorted((root / folder).glob("*.ipynb")):
-            nbformat.write(without_badge(nbformat.read(path, as_version=4)), source / folder / path.name)
-    (source / "index.md").write_text(front_page(root, folders) + "\n", encoding="utf-8")
-    (source / "instructors.md").write_text(instructors_page(root, REPORTS / "main.xml", REPORTS / "colab.xml",
-                                                            grades) + "\n", encoding="utf-8")
-
-
-def without_badge(nb):
-    """``nb`` without its "Open in Colab" badge cell: a page has the theme's Colab button (and the badge's image
-    is on Colab's server)."""
+def for_the_page(nb, chapter=None):
+    """``nb`` made into a page: no Colab badge (the theme has a Colab button; the badge's image is on Colab's
+    server), the set-up cell hidden, widgets static (a widget with an HTML picture of itself, the course's
+    explorers, keeps only the picture; tqdm's bars are dropped: a page has no kernel to run them), TensorFlow's
+    C++ log lines taken out of stderr (chapter 0 explains them), and each picture given alt text naming its
+    section of ``chapter``."""
     nb.cells = [cell for cell in nb.cells if cell.get("id") != BADGE_ID]
-    return nb
-
-
-def code_key(nb):
-    """The cache key of a notebook: a hash of its code cells' sources, in order."""
-    code = [cell.source for cell in nb.cells if cell.cell_type == "code"]
-    return hashlib.sha256(json.dumps(code).encode()).hexdigest()[:20]
-
-
-def with_outputs(nb, ran):
-    """``nb`` with the outputs and execution counts of the executed notebook ``ran`` (the same code cells, in
-    order); its text and metadata stay ``nb``'s own, so an edit of the prose needs no new run."""
-    for cell, done in zip([c for c in nb.cells if c.cell_type == "code"],
-                          [c for c in ran.cells if c.cell_type == "code"], strict=True):
-        cell.outputs, cell.execution_count = done.outputs, done.execution_count
-    return nb
-
-
-def execute(path, cache):
-    """The notebook at ``path`` with every code cell's outputs: from ``cache`` (a folder) when its code has not
-    changed, else run cell by cell in a fresh kernel started in its folder (and cached).
-
-    Raises:
-        SiteBuildError: a cell raised; the message names the notebook, the cell and the error.
-    """
-    from ..notebook_runner import KernelSession, cell_error
-
-    nb = nbformat.read(path, as_version=4)
-    cached = Path(cache) / f"{path.stem}-{code_key(nb)}.ipynb"
-    if cached.is_file():
-        return with_outputs(nb, nbformat.read(cached, as_version=4))
-    print(f"executing {path.parent.name}/{path.name} ...", flush=True)
-    with KernelSession(path.parent, dict(os.environ), cell_timeout=600) as session:
-        for number, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
-            ran = session.execute(cell.source)
-            cell.outputs, cell.execution_count = ran.outputs, number + 1
-            error = cell_error(ran)
-            if error:
-                first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
-                raise SiteBuildError(
-                    f"{path.parent.name}/{path.name}, code cell {number} (id {cell.get('id')}, "
-                    f"starting {first_line!r}) raised {error[0]}: {error[1][:500]}\nRun the notebook in "
-                    f"JupyterLab to see it fail, fix it, then build again: only the chapters whose code "
-                    f"changed run again.")
-    Path(cache).mkdir(parents=True, exist_ok=True)
-    for old in Path(cache).glob(f"{path.stem}-*.ipynb"):
-        old.unlink()
-    nbformat.write(nb, cached)
-    return nb
-
-
-def for_the_page(nb):
-    """``nb`` with its widget outputs made static: a widget with an HTML picture of itself (the course's
-    explorers) keeps only the picture, other widgets (tqdm's progress bars) are dropped, as is the widget
-    state. A page has no kernel to run a widget."""
+    section = chapter or ""
     for cell in nb.cells:
-        if cell.cell_type != "code":
+        if cell.cell_type == "markdown":
+            heading = re.search(r"^#{1,3} (.+)$", cell.source, re.M)
+            section = heading.group(1).strip() if heading else section
             continue
+        if cell.get("id") == SETUP_ID:
+            cell.metadata.setdefault("tags", []).append("remove-cell")
         kept = []
         for output in cell.get("outputs", []):
             data = output.get("data", {})
@@ -124,70 +69,118 @@ def for_the_page(nb):
                 if "text/html" not in data:
                     continue
                 output["data"] = {"text/html": data["text/html"]}
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                output["text"] = TF_LOG_LINE.sub("", output["text"])
+                if not output["text"].strip():
+                    continue
+            if any(mime in data for mime in IMAGES):
+                alt = f"Figure of the section '{section}'" + (f" of chapter {chapter}" if chapter else "")
+                cell.metadata.setdefault("mystnb", {}).setdefault("image", {})["alt"] = alt
             kept.append(output)
         cell.outputs = kept
     nb.metadata.pop("widgets", None)
     return nb
 
 
-def executed_copy(path, executed):
-    """The chapter ``path`` with the outputs of its copy in the folder ``executed`` (``notebooks/<name>.ipynb``,
-    executed), or None where there is none or it was executed from other code than the chapter's."""
-    ran = Path(executed) / "notebooks" / path.name if executed else None
-    if not ran or not ran.is_file():
-        return None
-    ran, nb = nbformat.read(ran, as_version=4), nbformat.read(path, as_version=4)
-    return with_outputs(nb, ran) if code_key(ran) == code_key(nb) else None
+def clear_out(out, root):
+    """Empty the folder ``out`` for the pages, refusing one that is, or holds, the course's checkout, or that has
+    files this build did not write (no :data:`MARKER`).
+
+    Raises:
+        SiteBuildError: the folder may not be replaced; the message says which and why.
+    """
+    out = Path(out).resolve()
+    if out == Path(root).resolve() or Path(root).resolve().is_relative_to(out):
+        raise SiteBuildError(f"--out {out} is the course's folder or holds it; name a new folder, e.g. _site/html.")
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise SiteBuildError(f"--out {out} already holds files that an earlier build of the website did not write; "
+                             f"name a new or empty folder (the build replaces the folder's contents).")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+
+
+def run_times(chapters, colab_report):
+    """The instructors' page's run times: ``(seconds, how, colab seconds, colab how)``, from each executed
+    chapter's ``course_run`` record and the Colab-like test run's report."""
+    runs = {name: nb.metadata.get("course_run") for name, nb in chapters.items()}
+    seconds = {name: run["seconds"] for name, run in runs.items() if run}
+    how = []
+    for kind, text in (("built", "executed alone in a fresh kernel by the site's build"),
+                       ("tests", "run under nbval by the test suite, while another test environment shared the "
+                                 "cores (so longer than alone)")):
+        dates = sorted({(run["date"], run["cores"]) for run in runs.values() if run and run["how"] == kind})
+        if dates:
+            how.append(f"{text} ({'; '.join(f'{date}, {cores} cores' for date, cores in dates)})")
+    how_text = ("Run time: the wall time of all of a chapter's cells, " + ", or ".join(how) + "."
+                if how else "No run time was recorded in this build.")
+    colab = chapter_seconds(colab_report)
+    colab_how = ""
+    if colab:
+        date = datetime.date.fromtimestamp(Path(colab_report).stat().st_mtime).isoformat()
+        colab_how = (f"Colab-like: the test of each chapter alone in a fresh kernel with Colab's package set, its "
+                     f"set-up `pip install` included (test run of {date}, side by side with the other tests).")
+    return seconds, how_text, colab, colab_how
 
 
 def build_site(out=None, solutions=False, executed=None, grades=None, root=ROOT):
     """Build the website into ``out`` (default ``_site/html``) and return the path of its front page.
 
     Args:
-        out: the folder of the HTML pages (replaced).
+        out: the folder of the HTML pages (emptied first; see :func:`clear_out`).
         solutions: also publish the worked solutions (the self-study edition).
         executed: a folder holding ``notebooks/*.ipynb`` already executed (by the tests): a chapter found there
             with the same code is not executed again.
         grades: a grader's ``grades.csv``, for the instructors' page's hardest exercises.
 
     Raises:
-        SiteBuildError: a notebook cannot be a page, or a cell raised (the notebook and the cell are named).
+        SiteBuildError: a notebook cannot be a page, a cell raised (the notebook and the cell are named), Sphinx
+            failed, or ``out`` may not be replaced.
 
     Example:
         >>> build_site()  # doctest: +SKIP
         PosixPath('.../_site/html/index.html')
     """
     out = Path(out) if out else SITE / "html"
+    clear_out(out, root)
     folders = ["notebooks", "exercises", *(["solutions"] if solutions else [])]
     source = SITE / "source"
-    try:
-        stage(root, source, folders, grades)
-    except PageError as err:
-        raise SiteBuildError(str(err)) from None
+    shutil.rmtree(source, ignore_errors=True)
     chapters = {}
-    for staged in sorted((source / "notebooks").glob("*.ipynb")):
-        chapter = root / "notebooks" / staged.name
-        chapters[staged.stem] = for_the_page(executed_copy(chapter, executed) or execute(chapter, SITE / "cache"))
-        nbformat.write(without_badge(chapters[staged.stem]), staged)
+    try:
+        for path in sorted((root / "notebooks").glob("*.ipynb")):
+            ran = executed_copy(path, executed, root) or execute(path, SITE / "cache", root)
+            chapters[path.stem] = for_the_page(ran, chapter=int(path.stem[:2]))
+        for folder in folders:
+            (source / folder).mkdir(parents=True)
+            for path in sorted((root / folder).glob("*.ipynb")):
+                page = chapters[path.stem] if folder == "notebooks" else for_the_page(nbformat.read(path, 4))
+                nbformat.write(page, source / folder / path.name)
+        (source / "index.md").write_text(front_page(root, folders) + "\n", encoding="utf-8")
+        seconds, how, colab, colab_how = run_times(chapters, REPORTS / "colab.xml")
+        (source / "instructors.md").write_text(
+            instructors_page(root, seconds, how, colab, colab_how, grades) + "\n", encoding="utf-8")
+    except (ExecutionError, PageError) as err:
+        raise SiteBuildError(str(err)) from None
     config = course_config(root)
     settings = {"repository": config["repository"], "branch": config["branch"], "static": str(SITE / "static")}
     mathjax = npm_package(MATHJAX, SITE / "vendor")
-    if mathjax:  # the formulas render offline
+    if mathjax:  # the formulas render offline; the slides use the same copy
         copy_files(mathjax / "es5", ["tex-chtml.js", "output/chtml/fonts/woff-v2"], SITE / "static" / "mathjax")
         settings["mathjax"] = "mathjax/tex-chtml.js"
     env = {**os.environ, "COURSE_SITE_SETTINGS": json.dumps(settings)}
-    if out.exists():
-        shutil.rmtree(out)
-    build = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-c", str(CONF_DIR),
-                            "-d", str(SITE / "doctrees"), str(source), str(out)], env=env, cwd=root,
-                           capture_output=True, text=True)
+    build = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going",
+                            "-c", str(CONF_DIR), "-d", str(SITE / "doctrees"), str(source), str(out)],
+                           env=env, cwd=root, capture_output=True, text=True)
     if build.returncode:
-        raise SiteBuildError("Sphinx could not build the website:\n" + "\n".join(
-            (build.stderr + build.stdout).strip().splitlines()[-40:]))
+        raise SiteBuildError("Sphinx could not build the website (warnings count as errors: a dropped output or a "
+                             "broken reference must not pass unseen):\n" + "\n".join(
+                                 (build.stderr + build.stdout).strip().splitlines()[-40:]))
     for folder in folders:  # the download button gives the notebook as it is in the repository, without outputs
         for path in (root / folder).glob("*.ipynb"):
             shutil.copy2(path, out / "_sources" / folder / path.name)
-    build_slides(chapters, out / "slides", SITE / "vendor")
+    build_slides(chapters, out / "slides", SITE / "vendor", mathjax="../_static/mathjax/tex-chtml.js"
+                 if mathjax else None)
+    (out / MARKER).write_text("Written by python3 course.py site; the next build replaces this folder.\n")
     return out / "index.html"
 
 

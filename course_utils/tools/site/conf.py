@@ -21,9 +21,10 @@ html_theme_options = {
     "show_toc_level": 2,
     "home_page_in_toc": True,
 }
-html_favicon = "favicon.svg"  # a 2 x 2 mesh of devices (without one, browsers ask for /favicon.ico)
+html_favicon = "static/favicon.svg"  # a 2 x 2 mesh of devices (without one, browsers ask for /favicon.ico)
 html_context = {"default_mode": "light"}  # the theme's light/dark switch starts light
-html_static_path = [settings["static"]]  # MathJax, served by the site itself
+html_static_path = ["static", settings["static"]]  # the course's CSS; MathJax, served by the site itself
+html_css_files = ["course.css"]
 if "mathjax" in settings:
     mathjax_path = settings["mathjax"]
 html_show_sourcelink = True
@@ -34,4 +35,4 @@ nb_execution_mode = "off"
 nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "colon_fence"]
 myst_heading_anchors = 3
-suppress_warnings = ["mystnb.unknown_mime_type", "myst.header"]
+suppress_warnings = ["myst.header"]  # notebooks' headings may skip a level (# then ###)

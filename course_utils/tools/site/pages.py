@@ -32,10 +32,17 @@ def notebook_title(path):
 
 
 def notebook_minutes(path):
-    """The "**Time:** about N minutes" of a chapter, as text ("45 minutes"), or "" when it has none."""
+    """The minutes of the notebook's "**Time:** about N minutes" line (the reading and doing time it states).
+
+    Raises:
+        PageError: the notebook states no time in that form.
+    """
     text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
-    found = re.search(r"\*\*Time:\*\*\s*(?:about\s+)?([^.\n]+)", text)
-    return found.group(1).strip() if found else ""
+    found = re.search(r"\*\*Time:\*\* about (\d+) minutes", text)
+    if not found:
+        raise PageError(f"{path.parent.name}/{path.name} has no '**Time:** about N minutes' line: the website's "
+                        f"chapter table and workshop plans are made from it.")
+    return int(found.group(1))
 
 
 def front_page(root, folders):
@@ -49,7 +56,7 @@ def front_page(root, folders):
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         title = notebook_title(path)
         summary = summaries.get(path.stem, "")
-        rows.append(f"| [{title}](notebooks/{path.stem}.ipynb) | {notebook_minutes(path)} | {summary} | "
+        rows.append(f"| [{title}](notebooks/{path.stem}.ipynb) | {notebook_minutes(path)} minutes | {summary} | "
                     f'<a href="slides/{path.stem}.slides.html">slides</a> |')
     exercises = "exercise notebooks (with the worked solutions)" if "solutions" in folders else "exercise notebooks"
     toctrees = [f"```{{toctree}}\n:hidden:\n:caption: {caption}\n:glob:\n\n{folder}/*\n```"
@@ -62,10 +69,11 @@ def front_page(root, folders):
         "## The chapters",
         "| Chapter | Time | What you learn | Workshop |\n|---|---|---|---|\n" + "\n".join(rows),
         f"Chapters 1–8 each have {exercises} in the sidebar: run them, and the checkers give instant feedback. "
-        "Each page shows a chapter as it ran when this site was built: the pictures, tables and measured numbers "
-        "are its real outputs on a 2-core CPU machine. The interactive explorers need a running notebook: a "
-        "page shows their first state, and they react to their controls once you run the notebook.",
-        "Teaching it? See the page [for instructors](instructors.md): workshop plans, run times, slides.",
+        "Each page shows a chapter with the outputs of a real run on a CPU machine (when and where: see the "
+        "[page for instructors](instructors.md)): the pictures, tables and measured numbers; yours will differ a "
+        "little. The interactive explorers need a running notebook: a page shows their first state, and they "
+        "react to their controls once you run the notebook.",
+        "Teaching it? The page [for instructors](instructors.md) has workshop plans, run times and the slides.",
         "## Run it",
         "**On Colab:** the rocket button at the top of each page opens that notebook on Colab; its first cell "
         "installs what Colab lacks. **On your machine**, with Python 3.11:\n\n"
@@ -75,7 +83,7 @@ def front_page(root, folders):
 
 
 def chapter_seconds(report):
-    """``{notebook name: seconds}`` of the notebooks in the JUnit ``report`` of a test run (nbval's cells of a
+    """``{notebook name: seconds}`` of the chapters in the JUnit ``report`` of a test run (nbval's cells of a
     chapter summed, or the Colab-like test of a chapter); ``{}`` where the report does not exist."""
     seconds = defaultdict(float)
     if not Path(report).is_file():
@@ -106,14 +114,51 @@ def hardest_exercises(grades, count=5):
     return [(name, mean, n) for mean, name, n in ranked[:count]]
 
 
-def instructors_page(root, main_report, colab_report, grades=None):
-    """The instructors' page: two workshop plans, each chapter's measured run time, and the hardest exercises
-    (from ``grades``, a grader's table, when given)."""
-    chapters = sorted((root / "notebooks").glob("*.ipynb"))
-    main, colab = chapter_seconds(main_report), chapter_seconds(colab_report)
-    measured = lambda table, name: f"{table[name]:.0f} s" if name in table else "not measured in this build"
-    rows = [f"| {notebook_title(path)} | {notebook_minutes(path)} | {measured(main, path.stem)} | "
-            f"{measured(colab, path.stem)} |" for path in chapters]
+# Workshop plans: (folder, chapter) for a chapter or its exercises, ("pause", minutes) for a break.
+THREE_HOURS = [("notebooks", 0), ("notebooks", 1), ("notebooks", 2), ("pause", 10), ("notebooks", 4),
+               ("notebooks", 5)]
+FULL_DAY = [("notebooks", 0), ("notebooks", 1), ("exercises", 1), ("notebooks", 2), ("exercises", 2), ("pause", 15),
+            ("notebooks", 3), ("exercises", 3), ("pause", 60), ("notebooks", 4), ("exercises", 4), ("pause", 15),
+            ("notebooks", 5), ("exercises", 5)]
+
+
+def numbers(plan):
+    """The chapters of a plan in words: "0, 1, 2, 4 and 5"."""
+    chapters = sorted({what for folder, what in plan if folder == "notebooks"})
+    return ", ".join(map(str, chapters[:-1])) + f" and {chapters[-1]}"
+
+
+def workshop_plan(root, items, start):
+    """A plan as a Markdown table, each item given the minutes its notebook states, from ``start`` ("9:00"):
+    ``(table, minutes in all)``."""
+    hours, minutes = map(int, start.split(":"))
+    clock, rows = hours * 60 + minutes, []
+    for folder, what in items:
+        if folder == "pause":
+            length, text = what, "lunch" if what >= 45 else "break"
+        else:
+            path = next((root / folder).glob(f"{what:02d}_*.ipynb"))
+            length = notebook_minutes(path)
+            text = (notebook_title(path) if folder == "notebooks"
+                    else f"exercises of chapter {what} (`exercises/{path.name}`)")
+        rows.append(f"| {clock // 60}:{clock % 60:02d} | {text} | {length} min |")
+        clock += length
+    rows.append(f"| {clock // 60}:{clock % 60:02d} | end | |")
+    total = clock - hours * 60 - minutes
+    return "| time | what | minutes |\n|---|---|---|\n" + "\n".join(rows), total
+
+
+def run_time_rows(root, seconds, colab):
+    """The rows of the run-time table: each chapter's stated minutes, and its run time where measured."""
+    shown = lambda table, name: f"{table[name]:.0f} s" if name in table else "not measured"
+    return [f"| {notebook_title(path)} | {notebook_minutes(path)} min | {shown(seconds, path.stem)} | "
+            f"{shown(colab, path.stem)} |" for path in sorted((root / "notebooks").glob("*.ipynb"))]
+
+
+def instructors_page(root, seconds, how, colab=None, colab_how="", grades=None):
+    """The instructors' page: two workshop plans made from the notebooks' stated times, each chapter's run time
+    (``seconds``: ``{chapter: seconds}``, measured as the sentence ``how`` says; ``colab``: the same from the
+    Colab-like test run, ``colab_how``), and the hardest exercises (from ``grades``, a grader's table)."""
     if grades:
         hard = hardest_exercises(grades)
         hardest = ("From the grades of your class (`" + Path(grades).name + "`), the exercises with the lowest mean "
@@ -124,35 +169,25 @@ def instructors_page(root, main_report, colab_report, grades=None):
                    "with `python3 course.py grade SUBMISSIONS/` (it writes `grades.csv` and prints a summary per "
                    "exercise), then rebuild with `python3 course.py site --grades SUBMISSIONS/grades.csv`: this "
                    "section then lists the exercises your learners found hardest.")
+    short, short_minutes = workshop_plan(root, THREE_HOURS, "9:00")
+    day, day_minutes = workshop_plan(root, FULL_DAY, "9:00")
+    slides = ", ".join(f'<a href="slides/{path.stem}.slides.html">{path.stem[:2]}</a>'
+                       for path in sorted((root / "notebooks").glob("*.ipynb")))
     return "\n\n".join([
         "# For instructors",
         "Two plans for teaching the course live, the slides of each chapter, how long each chapter takes to run, "
-        "and where learners struggle.",
-        "## A 3-hour workshop",
-        "| time | what |\n|---|---|\n"
-        "| 0:00 | Chapter 0 (set-up check) and chapter 1: devices and the 8 virtual CPUs |\n"
-        "| 0:30 | Chapter 2: strategies on one machine; learners do exercise 2 |\n"
-        "| 1:15 | break |\n"
-        "| 1:25 | Chapter 4: meshes and layouts with the layout explorer; exercise 4 |\n"
-        "| 2:10 | Chapter 5: DTensor with Keras, shown from its slides; `LayoutMap` live |\n"
-        "| 2:45 | Chapter 7, in brief: where next; questions |",
-        "## A full day",
-        "| time | what |\n|---|---|\n"
-        "| 9:00 | Chapters 0 and 1; exercise 1 |\n"
-        "| 10:00 | Chapter 2 and exercise 2 |\n"
-        "| 11:15 | Chapter 3: real clusters on localhost, fault tolerance; exercise 3 |\n"
-        "| 12:30 | lunch |\n"
-        "| 13:30 | Chapter 4 and exercise 4 |\n"
-        "| 14:45 | Chapter 5 and exercise 5 |\n"
-        "| 16:00 | Chapter 6 (a hand-written Adam on DTensor) or chapter 8 (Keras 3 on JAX), as the room prefers |\n"
-        "| 16:45 | Chapter 7: where next; questions |",
-        "Learners run the notebooks themselves: on Colab (the rocket button of each page) or with "
-        "`python3 course.py lab` on their laptops. Each chapter has a slide deck of its ideas, pictures and "
-        "measured numbers (linked from the front page).",
+        "and where learners struggle. The plans add up the times the notebooks state (reading and doing, not "
+        "running); learners run the notebooks themselves, on Colab (the rocket button of each page) or with "
+        "`python3 course.py lab` on their laptops.",
+        f"## A 3-hour workshop ({short_minutes} minutes)",
+        f"Chapters {numbers(THREE_HOURS)} shown from their slides and run live; the exercises are homework, "
+        "graded afterwards with `python3 course.py grade`.", short,
+        f"## A full day ({day_minutes // 60} h {day_minutes % 60:02d} min)",
+        f"Chapters {numbers(FULL_DAY)}, each followed by its exercises (if it has some); the others are for "
+        "self-study.", day,
+        f"**Slides**, one deck per chapter (arrows right/left between sections, down/up within one): {slides}.",
         "## How long each chapter runs",
-        "Run times of a whole chapter, measured by this build's test run: on the 2-core machine that built the site "
-        "(all cells, nbval, while the other test environment used the same cores, so longer than alone) and in the "
-        "Colab-like environment (Colab's package set, also a set-up `pip install`). A Colab free runtime also has "
-        "2 cores. The *Time* column is the reading and doing time each chapter states.",
-        "| chapter | time to learn | run time, 2 cores | run time, Colab-like |\n|---|---|---|---|\n" + "\n".join(rows),
+        how + (" " + colab_how if colab else "") + " A Colab free runtime has 2 cores.",
+        "| chapter | stated time | run time | run time, Colab-like |\n|---|---|---|---|\n"
+        + "\n".join(run_time_rows(root, seconds, colab or {})),
         "## The hardest exercises", hardest])

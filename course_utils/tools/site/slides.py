@@ -17,6 +17,7 @@ from .vendor import MATHJAX, REQUIREJS, REVEAL, copy_files, npm_package
 PICTURE_CALL = re.compile(r"\b(?:plot_\w+|visualize_\w+|\w+_picture|draw_\w+|\w+_explorer|plt\.show)\(")
 HEADING = re.compile(r"^#{1,2} ")
 SLIDE_TEMPLATE = Path(__file__).resolve().parent / "slides_template"
+NOTEBOOK_LINK = re.compile(r"(\.\./(?:notebooks|exercises|solutions)/\w+)\.ipynb")
 
 
 def mark_slides(nb):
@@ -73,24 +74,30 @@ def write_slides(nb, target, reveal, require_js=None, mathjax=None):
     Path(target).write_text(body, encoding="utf-8")
 
 
-def build_slides(chapters, folder, vendor, echo=print):
+def build_slides(chapters, folder, vendor, mathjax=None, echo=print):
     """Write a deck per executed chapter (``{name: notebook}``) into ``folder`` as ``<name>.slides.html``, with
-    reveal.js beside them (from the cache folder ``vendor``; from its CDN where npm cannot fetch it). Returns the
+    reveal.js and RequireJS beside them (from the cache folder ``vendor``; from their CDN where npm cannot fetch
+    them) and MathJax from ``mathjax`` (an address; None: its CDN). A deck leaves out what cells wrote to stderr
+    (warnings and log lines have no place on a slide), and its links to notebooks go to their pages. Returns the
     paths written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    package, require, mathjax = (npm_package(spec, vendor, echo) for spec in (REVEAL, REQUIREJS, MATHJAX))
+    package, require = npm_package(REVEAL, vendor, echo), npm_package(REQUIREJS, vendor, echo)
     if package:
         copy_files(package, ["dist", "plugin/notes", "LICENSE"], folder / "reveal.js")
     if require:
         copy_files(require, ["require.js"], folder / "requirejs")
-    if mathjax:
-        copy_files(mathjax / "es5", ["tex-chtml.js", "output/chtml/fonts/woff-v2"], folder / "mathjax")
     reveal = "reveal.js" if package else f"https://unpkg.com/{REVEAL}"
     require_js = "requirejs/require.js" if require else None
-    mathjax_js = "mathjax/tex-chtml.js" if mathjax else None
     written = []
     for name, nb in chapters.items():
+        deck = nbformat.from_dict(nb)
+        for cell in deck.cells:
+            if cell.cell_type == "markdown":  # a link to a notebook goes to its page (the decks sit beside them)
+                cell.source = NOTEBOOK_LINK.sub(r"\1.html", cell.source)
+            if cell.cell_type == "code":
+                cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream"
+                                                                and o.get("name") == "stderr")]
         written.append(folder / f"{name}.slides.html")
-        write_slides(nbformat.from_dict(nb), written[-1], reveal, require_js, mathjax_js)
+        write_slides(deck, written[-1], reveal, require_js, mathjax)
     return written
