@@ -1,0 +1,70 @@
+"""Chapter 3's jobs on Kubernetes: the TFJob manifest against the Training Operator's published schema
+(tests/data/kubeflow), and the TF_CONFIG each pod gets beside the one chapter 3 writes by hand."""
+import gzip
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from course_utils.cluster.kubernetes import operator_tf_config, tfjob_manifest
+
+CRD = Path(__file__).parent / "data" / "kubeflow" / "kubeflow.org_tfjobs.yaml.gz"
+
+
+@pytest.fixture(scope="module")
+def tfjob_schema():
+    crd = yaml.safe_load(gzip.decompress(CRD.read_bytes()))
+    assert crd["spec"]["names"]["kind"] == "TFJob"
+    return next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1")
+
+
+def manifest(**kwargs):
+    return tfjob_manifest({"chief": 1, "worker": 2, "ps": 1}, "example/course:latest",
+                          ["python", "/app/ps_worker.py", "/checkpoints"], name="mnist", **kwargs)
+
+
+def test_the_manifest_is_a_valid_tfjob(tfjob_schema):
+    jsonschema.validate(json.loads(json.dumps(manifest())), tfjob_schema)
+    text = yaml.safe_dump(manifest())  # what kubectl apply -f reads
+    assert yaml.safe_load(text) == manifest() and "&id" not in text  # each replica spelled out, no YAML aliases
+
+
+def test_the_schema_rejects_what_the_operator_would(tfjob_schema):
+    broken = manifest()
+    broken["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+    with pytest.raises(jsonschema.ValidationError, match="'two' is not of type 'integer'"):
+        jsonschema.validate(broken, tfjob_schema)
+    broken = manifest()
+    del broken["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"]
+    with pytest.raises(jsonschema.ValidationError, match="'name' is a required property"):
+        jsonschema.validate(broken, tfjob_schema)
+    with pytest.raises(jsonschema.ValidationError, match="'tfReplicaSpecs' is a required property"):
+        jsonschema.validate({**manifest(), "spec": {"runPolicy": {}}}, tfjob_schema)
+
+
+def test_every_pod_mounts_the_shared_checkpoint_volume():
+    for spec in manifest(checkpoint_claim="shared-nfs").get("spec")["tfReplicaSpecs"].values():
+        pod = spec["template"]["spec"]
+        assert pod["volumes"] == [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": "shared-nfs"}}]
+        assert pod["containers"][0]["name"] == "tensorflow"  # the container the operator gives TF_CONFIG
+
+
+def test_each_pod_gets_the_cluster_by_service_names_as_chapter_3_writes_it_with_localhost():
+    config = operator_tf_config(manifest(), "worker", 1)
+    assert config == {"cluster": {"chief": ["mnist-chief-0.default.svc:2222"],
+                                  "worker": ["mnist-worker-0.default.svc:2222", "mnist-worker-1.default.svc:2222"],
+                                  "ps": ["mnist-ps-0.default.svc:2222"]},
+                      "task": {"type": "worker", "index": 1}, "environment": "cloud"}
+    by_hand = {"cluster": {"chief": ["localhost:20001"], "worker": ["localhost:20002", "localhost:20003"],
+                           "ps": ["localhost:20004"]}, "task": {"type": "worker", "index": 1}}
+    assert {job: len(hosts) for job, hosts in config["cluster"].items()} == \
+        {job: len(hosts) for job, hosts in by_hand["cluster"].items()} and config["task"] == by_hand["task"]
+    with pytest.raises(ValueError, match="no task worker 2"):
+        operator_tf_config(manifest(), "worker", 2)
+
+
+def test_jobs_a_tfjob_cannot_hold_are_named():
+    with pytest.raises(ValueError, match="got {'coordinator': 1}"):
+        tfjob_manifest({"coordinator": 1}, "img", ["python"])
