@@ -37,7 +37,7 @@ def test_outside_slurm_or_with_the_wrong_task_count_the_message_says_what_to_do(
 
 def test_the_batch_script_asks_for_one_node_per_task_and_runs_the_script_with_its_tf_config(tmp_path):
     text = slurm_batch_script({"worker": 2}, "mwms_worker.py", args=["out dir"])
-    assert "#SBATCH --nodes=2" in text and "#SBATCH --ntasks-per-node=1" in text
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in text
     srun = next(line for line in text.splitlines() if line.startswith("srun "))
     assert "course_utils.cluster.slurm --jobs '{\"worker\": 2}'" in srun and srun.endswith("mwms_worker.py 'out dir'")
     with pytest.raises(ValueError, match="number of tasks >= 1"):

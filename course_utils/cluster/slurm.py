@@ -92,11 +92,12 @@ def slurm_batch_script(jobs, script, args=(), port_base=8888, time_limit="00:30:
         "#!/bin/bash",
         f"#SBATCH --job-name={name}",
         f"#SBATCH --nodes={tasks}",
-        "#SBATCH --ntasks-per-node=1  # one TensorFlow server per node",
+        "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --time={time_limit}",
-        "#SBATCH --output=%x-%j-%t.log",
-        "# Every node must see the same files (the script, the data, the checkpoint folder): a shared file system.",
-        f"srun {command}",
+        "#SBATCH --output=%x-%j.log",
+        "# One task (one TensorFlow server) per node, each writing its own log. Every node must see the same",
+        "# files (the script, the data, the checkpoint folder): a shared file system.",
+        f"srun --output=%x-%j-task%t.log {command}",
         ""])
 
 
