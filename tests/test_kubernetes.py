@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 import yaml
 
-from course_utils.cluster.kubernetes import operator_tf_config, tfjob_manifest
+from course_utils.cluster.kubernetes import operator_tf_config, shared_volume_claim, tfjob_manifest
 
 CRD = Path(__file__).parent / "data" / "kubeflow" / "kubeflow.org_tfjobs.yaml.gz"
 
@@ -22,7 +22,7 @@ def tfjob_schema():
 
 def manifest(**kwargs):
     return tfjob_manifest({"chief": 1, "worker": 2, "ps": 1}, "example/course:latest",
-                          ["python", "/app/ps_worker.py", "/checkpoints"], name="mnist", **kwargs)
+                          ["python", "/app/ps_worker.py", "/shared/ps"], name="test-tfjob", **kwargs)
 
 
 def test_the_manifest_is_a_valid_tfjob(tfjob_schema):
@@ -31,7 +31,7 @@ def test_the_manifest_is_a_valid_tfjob(tfjob_schema):
     assert yaml.safe_load(text) == manifest() and "&id" not in text  # each replica spelled out, no YAML aliases
 
 
-def test_the_schema_rejects_what_the_operator_would(tfjob_schema):
+def test_the_schema_is_not_vacuous(tfjob_schema):
     broken = manifest()
     broken["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
     with pytest.raises(jsonschema.ValidationError, match="'two' is not of type 'integer'"):
@@ -44,18 +44,27 @@ def test_the_schema_rejects_what_the_operator_would(tfjob_schema):
         jsonschema.validate({**manifest(), "spec": {"runPolicy": {}}}, tfjob_schema)
 
 
-def test_every_pod_mounts_the_shared_checkpoint_volume():
-    for spec in manifest(checkpoint_claim="shared-nfs").get("spec")["tfReplicaSpecs"].values():
+def test_every_pod_mounts_the_shared_volume_finds_mnist_there_and_asks_for_cpus():
+    job = manifest(claim="shared-nfs")
+    for spec in job["spec"]["tfReplicaSpecs"].values():
         pod = spec["template"]["spec"]
-        assert pod["volumes"] == [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": "shared-nfs"}}]
-        assert pod["containers"][0]["name"] == "tensorflow"  # the container the operator gives TF_CONFIG
+        assert pod["volumes"] == [{"name": "shared", "persistentVolumeClaim": {"claimName": "shared-nfs"}}]
+        container = pod["containers"][0]
+        assert container["name"] == "tensorflow"  # the container the operator gives TF_CONFIG
+        assert {"name": "TFDS_DATA_DIR", "value": "/shared/tensorflow_datasets"} in container["env"]
+        assert container["resources"]["requests"] == {"cpu": "2", "memory": "4Gi"}
+    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 3}
+    claim = shared_volume_claim("shared-nfs", storage_class="nfs")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and claim["spec"]["storageClassName"] == "nfs"
 
 
 def test_each_pod_gets_the_cluster_by_service_names_as_chapter_3_writes_it_with_localhost():
     config = operator_tf_config(manifest(), "worker", 1)
-    assert config == {"cluster": {"chief": ["mnist-chief-0.default.svc:2222"],
-                                  "worker": ["mnist-worker-0.default.svc:2222", "mnist-worker-1.default.svc:2222"],
-                                  "ps": ["mnist-ps-0.default.svc:2222"]},
+    # the addresses as the operator's own test expects them (pkg/controller.v1/tensorflow/tensorflow_test.go, v1.9.0)
+    assert config == {"cluster": {"chief": ["test-tfjob-chief-0.default.svc:2222"],
+                                  "worker": ["test-tfjob-worker-0.default.svc:2222",
+                                             "test-tfjob-worker-1.default.svc:2222"],
+                                  "ps": ["test-tfjob-ps-0.default.svc:2222"]},
                       "task": {"type": "worker", "index": 1}, "environment": "cloud"}
     by_hand = {"cluster": {"chief": ["localhost:20001"], "worker": ["localhost:20002", "localhost:20003"],
                            "ps": ["localhost:20004"]}, "task": {"type": "worker", "index": 1}}
@@ -63,6 +72,7 @@ def test_each_pod_gets_the_cluster_by_service_names_as_chapter_3_writes_it_with_
         {job: len(hosts) for job, hosts in by_hand["cluster"].items()} and config["task"] == by_hand["task"]
     with pytest.raises(ValueError, match="no task worker 2"):
         operator_tf_config(manifest(), "worker", 2)
+    assert operator_tf_config(tfjob_manifest({"worker": 1}, "img", ["python"]), "worker", 0) is None  # not distributed
 
 
 def test_jobs_a_tfjob_cannot_hold_are_named():

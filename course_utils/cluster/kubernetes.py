@@ -1,33 +1,45 @@
 """Chapter 3's jobs on Kubernetes: a Kubeflow Training Operator ``TFJob`` manifest made from the same cluster
-description (``{"chief": 1, "worker": 2}``), and the ``TF_CONFIG`` the operator gives each pod.
+description (``{"chief": 1, "worker": 2}``), the shared volume it needs, and the ``TF_CONFIG`` the operator gives
+each pod.
 
 On Kubernetes the operator, not a person, writes ``TF_CONFIG``: it starts one pod per task and a headless
-service per pod, and names each task by its service's DNS name (``<job>-<type>-<index>.<namespace>.svc``) on
-port 2222. The training script is the same as on localhost.
+service per pod, and names each task by its service's DNS name (``<job>-<type>-<index>.<namespace>.svc``) on the
+port the container names ``tfjob-port`` (2222 by default). The training script is the same as on localhost.
 """
 import copy
 
-__all__ = ["operator_tf_config", "tfjob_manifest"]
+__all__ = ["operator_tf_config", "shared_volume_claim", "tfjob_manifest"]
 
 REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}  # TFJob's names
 PORT = 2222  # the operator's default port, named "tfjob-port" in the container "tensorflow"
 
 
-def tfjob_manifest(jobs, image, command, name="course-job", namespace="default",
-                   checkpoint_claim="course-checkpoints", checkpoint_dir="/checkpoints"):
-    """A ``TFJob`` (``kubeflow.org/v1``) running ``command`` in ``image`` as the cluster ``jobs``, every pod
-    mounting one shared volume for checkpoints.
+def shared_volume_claim(name="course-shared", size="10Gi", storage_class=None):
+    """A ``PersistentVolumeClaim`` that pods on different nodes can mount at once (``ReadWriteMany``): for the
+    backups, checkpoints and data every task reads or writes. The cluster needs a storage class that offers it
+    (NFS, CephFS, a cloud file store); many default classes do not."""
+    spec = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
+
+
+def tfjob_manifest(jobs, image, command, name="course-job", namespace="default", claim="course-shared",
+                   shared_dir="/shared", cpu="2", memory="4Gi"):
+    """A ``TFJob`` (``kubeflow.org/v1``) running ``command`` in ``image`` as the cluster ``jobs``.
 
     Args:
         jobs: ``{job name: tasks}`` with names among ``chief``, ``worker``, ``ps``, ``evaluator``.
-        image: the container image (with TensorFlow, ``course_utils`` and the script).
-        command: the container's command, a list (``["python", "/app/mwms_worker.py", "/checkpoints"]``).
+        image: the container image: TensorFlow, tf_keras, ``course_utils`` installed, and the script.
+        command: the container's command, a list (``["python", "/app/mwms_worker.py", "/shared/mwms"]``).
         name, namespace: the TFJob's; the pods' host names are made from them.
-        checkpoint_claim: a ``PersistentVolumeClaim`` every pod can mount (ReadWriteMany), at ``checkpoint_dir``:
-            the storage every worker must reach for ``BackupAndRestore`` and the chief's checkpoints.
+        claim: the :func:`shared_volume_claim` every pod mounts at ``shared_dir``, where MNIST is prepared once
+            (``TFDS_DATA_DIR`` points at ``<shared_dir>/tensorflow_datasets``) and the backups and checkpoints go.
+        cpu, memory: what each pod requests, so that the scheduler spreads the pods and does not starve them.
 
     Returns:
-        The manifest as a dict (``yaml.safe_dump`` it for ``kubectl apply -f``).
+        The manifest as a dict (``yaml.safe_dump`` it for ``kubectl apply -f``). Pods restart on failure at most
+        3 times (``backoffLimit``); the pods still running when the job ends (parameter servers) are removed.
 
     Raises:
         ValueError: a job name the TFJob has no replica type for, or a count below 1.
@@ -41,28 +53,42 @@ def tfjob_manifest(jobs, image, command, name="course-job", namespace="default",
         raise ValueError(f"jobs must map {sorted(REPLICA_TYPES)} to counts >= 1 (a TFJob has replica types "
                          f"{list(REPLICA_TYPES.values())}); got {jobs!r}.")
     pod = {"containers": [{"name": "tensorflow", "image": image, "command": list(map(str, command)),
+                           "env": [{"name": "TFDS_DATA_DIR", "value": f"{shared_dir}/tensorflow_datasets"}],
                            "ports": [{"name": "tfjob-port", "containerPort": PORT}],
-                           "volumeMounts": [{"name": "checkpoints", "mountPath": checkpoint_dir}]}],
-           "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": checkpoint_claim}}]}
+                           "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                           "volumeMounts": [{"name": "shared", "mountPath": shared_dir}]}],
+           "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": claim}}]}
     replicas = {REPLICA_TYPES[job]: {"replicas": count, "restartPolicy": "OnFailure",
                                      "template": {"spec": copy.deepcopy(pod)}}  # its own copy: no YAML aliases
                 for job, count in jobs.items()}
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"runPolicy": {"cleanPodPolicy": "None"}, "tfReplicaSpecs": replicas}}
+            "spec": {"runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3}, "tfReplicaSpecs": replicas}}
 
 
 def operator_tf_config(manifest, job, index):
     """The ``TF_CONFIG`` the Training Operator (v1.9) sets in the pod of task ``index`` of ``job``: every task
-    named by its headless service, ``<name>-<job>-<i>.<namespace>.svc:2222``, and ``"environment": "cloud"``.
+    named by its headless service, ``<name>-<job>-<i>.<namespace>.svc:<tfjob-port>``, and ``"environment":
+    "cloud"``; None for a job of one task in all, which the operator does not treat as distributed.
+
+    Raises:
+        ValueError: the manifest has no such task.
 
     Example:
         >>> operator_tf_config(tfjob_manifest({"worker": 2}, "img", ["python", "w.py"]), "worker", 1)["task"]
         {'type': 'worker', 'index': 1}
     """
     name, namespace = manifest["metadata"]["name"], manifest["metadata"]["namespace"]
-    cluster = {kind.lower(): [f"{name}-{kind.lower()}-{i}.{namespace}.svc:{PORT}" for i in range(spec["replicas"])]
-               for kind, spec in manifest["spec"]["tfReplicaSpecs"].items()}
+    specs = manifest["spec"]["tfReplicaSpecs"]
+
+    def port(spec):
+        container = next(c for c in spec["template"]["spec"]["containers"] if c["name"] == "tensorflow")
+        return next((p["containerPort"] for p in container.get("ports", []) if p.get("name") == "tfjob-port"), PORT)
+
+    cluster = {kind.lower(): [f"{name}-{kind.lower()}-{i}.{namespace}.svc:{port(spec)}" for i in range(spec["replicas"])]
+               for kind, spec in specs.items()}
     if job not in cluster or not 0 <= index < len(cluster[job]):
         raise ValueError(f"The TFJob has no task {job} {index}; its tasks: "
                          f"{ {job: len(hosts) for job, hosts in cluster.items()} }.")
+    if sum(len(hosts) for hosts in cluster.values()) == 1:
+        return None
     return {"cluster": cluster, "task": {"type": job, "index": index}, "environment": "cloud"}

@@ -1,10 +1,13 @@
 """Chapter 3's jobs on a Slurm cluster: a batch script that starts one task per node, and the ``TF_CONFIG`` each
-task builds from Slurm's variables with TensorFlow's own ``SlurmClusterResolver``.
+task builds from Slurm's variables.
 
 On a real cluster nobody writes ``TF_CONFIG`` by hand: Slurm tells each task its rank (``SLURM_PROCID``) and the
-nodes of the step (``SLURM_STEP_NODELIST``, e.g. ``node[01-02]``), and the resolver turns them into a cluster
-spec. ``python -m course_utils.cluster.slurm SCRIPT [ARGS]`` does that and runs ``SCRIPT`` with the result in
-``TF_CONFIG``, so the worker scripts of chapter 3 run unchanged.
+nodes of the step (``SLURM_STEP_NODELIST``, e.g. ``node[9-10]``). TensorFlow ships ``SlurmClusterResolver`` for
+this, but in TensorFlow 2.21 it sorts the node names as strings (``node10`` before ``node9``) while Slurm numbers
+the tasks in node order, so with such names each task is told another node's address (the tests show it). The
+cluster spec here is built in Slurm's own order, with the resolver's helpers for Slurm's list syntax, and the
+jobs take the ranks in the resolver's order (job names alphabetically: ``chief``, ``ps``, ``worker``).
+``python -m course_utils.cluster.slurm SCRIPT [ARGS]`` builds it and runs ``SCRIPT`` with it in ``TF_CONFIG``.
 """
 import json
 import os
@@ -12,67 +15,71 @@ import shlex
 import sys
 
 __all__ = ["slurm_batch_script", "slurm_tf_config"]
+STEP_VARIABLES = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")
 
 
-def slurm_tf_config(jobs, port_base=8888, environ=None):
-    """The ``TF_CONFIG`` of this Slurm task, from TensorFlow's ``SlurmClusterResolver`` (CPU nodes).
+def slurm_tf_config(jobs, port_base=2222, environ=None):
+    """The ``TF_CONFIG`` of this Slurm task.
 
     Args:
-        jobs: ``{job name: tasks}``, e.g. ``{"worker": 2}``. The resolver gives the step's tasks, in rank order,
-            to the jobs in alphabetical order of their names (``chief`` before ``ps`` before ``worker``).
+        jobs: ``{job name: tasks}``, e.g. ``{"worker": 2}``; the step's tasks, in rank order, go to the jobs in
+            alphabetical order of their names.
         port_base: the port of the first task on each node (the next task on the same node gets the next port).
-        environ: Slurm's variables (default ``os.environ``): ``SLURM_PROCID``, ``SLURM_STEP_NUM_TASKS``,
-            ``SLURM_STEP_NODELIST``, ``SLURM_STEP_TASKS_PER_NODE``.
+        environ: Slurm's variables (default ``os.environ``): those of :data:`STEP_VARIABLES`, and
+            ``SLURMD_NODENAME`` when set (then checked against the node this task is given).
 
     Returns:
         ``{"cluster": {job: ["host:port", ...]}, "task": {"type": job, "index": i}}``.
 
     Raises:
-        ValueError: not inside a Slurm job step (a variable is missing), or ``jobs`` asks for another number of
-            tasks than the step has; the message says which.
+        ValueError: not inside a Slurm job step (a variable is missing), ``jobs`` asks for another number of tasks
+            than the step has, or Slurm placed this task on another node than its rank implies; the message says
+            which.
 
     Example:
-        >>> slurm_tf_config({"worker": 2})   # in task 1 of `srun --nodes=2 --ntasks-per-node=1`
-        {'cluster': {'worker': ['node01:8888', 'node02:8888']}, 'task': {'type': 'worker', 'index': 1}}
+        >>> slurm_tf_config({"worker": 2})   # in task 1 of `srun --nodes=2 --ntasks-per-node=1` on node[9-10]
+        {'cluster': {'worker': ['node9:2222', 'node10:2222']}, 'task': {'type': 'worker', 'index': 1}}
     """
-    import tensorflow as tf
+    from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
+        expand_hostlist, expand_tasks_per_node)
 
     environ = os.environ if environ is None else environ
-    missing = [name for name in ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
-                                 "SLURM_STEP_TASKS_PER_NODE") if name not in environ]
+    missing = [name for name in STEP_VARIABLES if name not in environ]
     if missing:
         raise ValueError(f"Not inside a Slurm job step: {', '.join(missing)} not set. Start the script with srun "
                          f"(the batch script of slurm_batch_script does).")
     if sum(jobs.values()) != int(environ["SLURM_STEP_NUM_TASKS"]):
         raise ValueError(f"jobs {jobs} has {sum(jobs.values())} tasks but the Slurm step has "
                          f"{environ['SLURM_STEP_NUM_TASKS']}: ask sbatch for as many tasks as the jobs have.")
-    saved = dict(os.environ)
-    os.environ.update({k: v for k, v in environ.items() if k.startswith("SLURM_")})
-    tasks = int(environ["SLURM_STEP_NUM_TASKS"])
-    try:
-        # The resolver reads os.environ, and it hands out GPUs as it hands out ports: with no GPU per task it
-        # fails (a range of step 0), and it places no more tasks on a node than the node has GPUs. For CPU nodes,
-        # pretend one GPU per task and keep CUDA_VISIBLE_DEVICES as it is (auto_set_gpu=False).
-        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-            jobs=dict(jobs), port_base=port_base, gpus_per_node=tasks, gpus_per_task=1, auto_set_gpu=False)
-        cluster = resolver.cluster_spec().as_dict()
-        task_type, task_id = resolver.get_task_info()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    return {"cluster": cluster, "task": {"type": task_type, "index": task_id}}
+    hosts = expand_hostlist(environ["SLURM_STEP_NODELIST"])
+    per_node = expand_tasks_per_node(environ["SLURM_STEP_TASKS_PER_NODE"])
+    addresses = [f"{host}:{port_base + k}" for host, count in zip(hosts, per_node, strict=True) for k in range(count)]
+    rank, cluster, first = int(environ["SLURM_PROCID"]), {}, 0
+    if not 0 <= rank < len(addresses):
+        raise ValueError(f"SLURM_PROCID {rank} is not a task of this step, whose nodes hold {len(addresses)} tasks.")
+    for job in sorted(jobs):
+        cluster[job] = addresses[first:first + jobs[job]]
+        if first <= rank < first + jobs[job]:
+            task = {"type": job, "index": rank - first}
+        first += jobs[job]
+    mine = addresses[rank].rsplit(":", 1)[0]
+    if environ.get("SLURMD_NODENAME", mine) != mine:
+        raise ValueError(f"Task {rank} runs on {environ['SLURMD_NODENAME']} but its rank puts it on {mine}: start the "
+                         f"step with srun's default block distribution (--distribution=block).")
+    return {"cluster": cluster, "task": task}
 
 
-def slurm_batch_script(jobs, script, args=(), port_base=8888, time_limit="00:30:00", name="course-job",
-                       python="python3"):
-    """An ``sbatch`` script that runs ``script`` as the cluster ``jobs`` on as many nodes, one task per node,
+def slurm_batch_script(jobs, script, args=(), port_base=2222, time_limit="00:30:00", name="course-job",
+                       setup="source .venv/bin/activate"):
+    """An ``sbatch`` script that runs ``script`` as the cluster ``jobs`` on as many whole nodes, one task per node,
     each task with the ``TF_CONFIG`` :func:`slurm_tf_config` builds.
 
     Args:
         jobs: ``{job name: tasks}``, as for chapter 3's ``LocalCluster``.
-        script: the training script (each task runs it); ``args``: its arguments.
-        port_base, time_limit, name, python: the port of each task's server, Slurm's ``--time``, the job's name,
-            the Python that has TensorFlow and ``course_utils`` on the nodes.
+        script: the training script (each task runs it), on storage every node sees; ``args``: its arguments.
+        port_base, time_limit, name: the port of each task's server, Slurm's ``--time``, the job's name.
+        setup: the shell line that makes ``python`` the one with TensorFlow and ``course_utils`` on the nodes
+            (a virtual environment on shared storage, or your site's ``module load ...``).
 
     Raises:
         ValueError: ``jobs`` is empty or has a count below 1.
@@ -85,18 +92,20 @@ def slurm_batch_script(jobs, script, args=(), port_base=8888, time_limit="00:30:
     """
     if not jobs or any(not isinstance(n, int) or n < 1 for n in jobs.values()):
         raise ValueError(f"jobs must map each job name to a number of tasks >= 1, e.g. {{'worker': 2}}; got {jobs!r}.")
-    tasks = sum(jobs.values())
-    command = shlex.join([python, "-m", "course_utils.cluster.slurm", "--jobs", json.dumps(jobs),
+    command = shlex.join(["python", "-m", "course_utils.cluster.slurm", "--jobs", json.dumps(jobs),
                           "--port-base", str(port_base), script, *map(str, args)])
     return "\n".join([
         "#!/bin/bash",
         f"#SBATCH --job-name={name}",
-        f"#SBATCH --nodes={tasks}",
+        f"#SBATCH --nodes={sum(jobs.values())}",
         "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --exclusive",
         f"#SBATCH --time={time_limit}",
         "#SBATCH --output=%x-%j.log",
-        "# One task (one TensorFlow server) per node, each writing its own log. Every node must see the same",
-        "# files (the script, the data, the checkpoint folder): a shared file system.",
+        "# One task (one TensorFlow server) per node, with the whole node, each writing its own log. Every node",
+        "# must see the same files (the script, the data, the checkpoint folder): run sbatch from shared storage.",
+        "set -euo pipefail",
+        setup,
         f"srun --output=%x-%j-task%t.log {command}",
         ""])
 
@@ -108,7 +117,7 @@ def main(argv=None):
 
     parser = argparse.ArgumentParser(prog="python -m course_utils.cluster.slurm")
     parser.add_argument("--jobs", required=True, type=json.loads, help='e.g. \'{"worker": 2}\'')
-    parser.add_argument("--port-base", type=int, default=8888)
+    parser.add_argument("--port-base", type=int, default=2222)
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     options = parser.parse_args(argv)
