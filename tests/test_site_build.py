@@ -62,8 +62,7 @@ def test_workshop_plans_add_up_the_times_the_notebooks_state():
 def test_every_chapter_and_exercise_states_its_time():
     for folder in ("notebooks", "exercises"):
         for path in sorted((ROOT / folder).glob("*.ipynb")):
-            if path.stem != "00_welcome" or folder == "notebooks":
-                assert 5 <= pages.notebook_minutes(path) <= 90, path
+            assert 5 <= pages.notebook_minutes(path) <= 90, path
 
 
 def test_a_notebook_without_a_stated_time_is_named(tmp_path):
