@@ -19,3 +19,10 @@ class ClusterTimeoutError(ClusterError, TimeoutError):
     def __init__(self, message, tasks=()):
         super().__init__(message)
         self.tasks = list(tasks)
+
+
+class NetworkNamespaceError(ClusterError):
+    """``network="namespaces"`` is not possible here: not Linux, no ``ip`` command, not root, or ``ip`` refused.
+
+    Raised when the cluster is made, before any task starts; the message says what to change.
+    """

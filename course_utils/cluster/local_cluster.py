@@ -2,14 +2,17 @@
 
 Its parts: :class:`~course_utils.cluster.spec.ClusterSpec` (the tasks, their addresses and
 environment), :class:`~course_utils.cluster.logs.TaskLogs` (the log files),
-:class:`~course_utils.cluster.processes.TaskProcesses` (the processes) and
-:class:`~course_utils.cluster.waiting.TaskWaiter` (waiting for them). A method of LocalCluster
-carries the docstring of the part's method that does its work.
+:class:`~course_utils.cluster.processes.TaskProcesses` (the processes),
+:class:`~course_utils.cluster.waiting.TaskWaiter` (waiting for them) and, with
+``network="namespaces"``, :class:`~course_utils.cluster.namespaces.TaskNetwork` (a network
+namespace per task). A method of LocalCluster carries the docstring of the part's method that
+does its work.
 """
 import signal
 from operator import attrgetter
 
 from .logs import TaskLogs
+from .namespaces import TaskNetwork
 from .process_group import describe_exit
 from .processes import TaskProcesses
 from .spec import ClusterSpec
@@ -45,6 +48,20 @@ class LocalCluster:
     ``MultiWorkerMirroredStrategy`` worker catches SIGTERM (to save a checkpoint before a
     preemption) and keeps running, so SIGTERM alone is not enough.
 
+    With ``network="namespaces"`` (Linux, as root) every started task runs on a "host" of its
+    own: a network namespace with its own interfaces, ports and ``127.0.0.1``, cabled to a
+    bridge on a private /24 subnet that no route of the machine uses (e.g. ``10.57.3.0/24``).
+    The bridge has the subnet's first address (``.1``, :attr:`host`), which is this process's
+    address and that of the ``not_started`` tasks it plays (such as a notebook kernel as
+    chief); the started tasks get ``.2``, ``.3``, ... in spec order, and the cluster spec names
+    only those addresses, no ``localhost``. A restarted task runs in the same namespace. The
+    namespaces, cables and bridge are made with the cluster, deleted when it stops (made again
+    on the next start) and whenever the processes are killed (garbage collection, the end of
+    Python); those a killed Python left behind are deleted by the next cluster made with
+    namespaces. (Where a gRPC proxy is set, by ``grpc_proxy``, ``https_proxy`` or
+    ``http_proxy``, list the cluster's addresses in ``no_grpc_proxy``, as for ``127.0.0.1``:
+    gRPC proxies them too.)
+
     Args:
         script: path of the Python script every task runs.
         jobs: the cluster spec as task counts, in the order TF_CONFIG lists them, e.g.
@@ -61,31 +78,50 @@ class LocalCluster:
         grace_seconds: how long :meth:`stop` waits after SIGTERM before it sends SIGKILL.
         log_dir: where the log files go; default a new temporary folder, deleted with its logs
             when the cluster object is garbage-collected or Python exits (a folder you pass stays).
-        host: the host name written into the cluster spec.
+        host: the host name written into the cluster spec; default ``127.0.0.1``. Not with
+            ``network="namespaces"``, which gives every task its address.
+        network: ``"localhost"`` (default): every task is a process on this machine's network,
+            at ``host``; ``"namespaces"``: every started task in a network namespace of its
+            own, as described above (Linux, root only).
         python: the Python interpreter; default the one running this code.
 
     Raises:
         ValueError: the script does not exist, or the spec or any option is invalid; the
             message says what to change.
+        NetworkNamespaceError: ``network="namespaces"`` is not possible here (not Linux, no
+            ``ip`` command, not root, or ``ip`` refused); the message says what went wrong and
+            what to change. It is raised here, before any process starts.
 
     Example:
         >>> with LocalCluster("worker.py", {"worker": 2}, env={"TF_USE_LEGACY_KERAS": "1"}) as cluster:
         ...     exit_codes = cluster.wait()  # {Task("worker", 0): 0, Task("worker", 1): 0}
         ...     print(cluster.logs())
+        >>> LocalCluster("worker.py", {"worker": 2}, network="namespaces").cluster_spec
+        {'worker': ['10.57.3.2:40122', '10.57.3.3:40123']}
     """
 
 
     def __init__(self, script, jobs, *, not_started=(), args=(), env=None, task_env=None,
                  tf_config=True, timeout=120.0, grace_seconds=1.0, log_dir=None,
-                 host="127.0.0.1", python=None):
+                 host=None, network="localhost", python=None):
         # No part refers back to the cluster, so a forgotten cluster is freed at once; then the
-        # finalizer of its TaskProcesses kills the processes, and TaskLogs deletes a folder it made.
-        self._spec = ClusterSpec(jobs, not_started=not_started, env=env, task_env=task_env,
-                                 tf_config=tf_config, host=host)
+        # finalizer of its TaskProcesses kills the processes and deletes the network, and TaskLogs
+        # deletes a folder it made.
+        if network not in ("localhost", "namespaces"):
+            raise ValueError(f"network must be 'localhost' or 'namespaces', got {network!r}.")
+        if network == "namespaces" and host is not None:
+            raise ValueError(f"host={host!r} does not go with network='namespaces', which gives every task an "
+                             f"address of its own; leave host out.")
+        self._network = TaskNetwork() if network == "namespaces" else None
+        self._spec = ClusterSpec(jobs, not_started=not_started, env=env, task_env=task_env, tf_config=tf_config,
+                                 host=self._network.bridge_address if self._network else host or "127.0.0.1",
+                                 hosts=self._network and self._network.assign)
         self._logs = TaskLogs(self._spec, log_dir)
         self._processes = TaskProcesses(self._spec, self._logs, script=script, args=args, timeout=timeout,
-                                        grace_seconds=grace_seconds, python=python)
+                                        grace_seconds=grace_seconds, python=python, network=self._network)
         self._waiter = TaskWaiter(self._spec, self._processes, self._logs)
+        if self._network:
+            self._network.create()  # now, so that an error shows before anything starts
 
     # The options, as checked (read-only: to change one, make a new cluster).
     script = property(attrgetter("_processes.script"))
@@ -98,6 +134,7 @@ class LocalCluster:
     grace_seconds = property(attrgetter("_processes.grace_seconds"))
     log_dir = property(attrgetter("_logs.log_dir"))
     host = property(attrgetter("_spec.host"))
+    network = property(lambda self: "namespaces" if self._network else "localhost")
     python = property(attrgetter("_processes.python"))
 
     # ----------------------------------------------------------------- the cluster spec: ClusterSpec
@@ -127,6 +164,40 @@ class LocalCluster:
     @_documented_by(ClusterSpec.environment)
     def environment(self, job, index=0):
         return self._spec.environment(job, index)
+
+    def namespace(self, job, index=0):
+        """The name of a started task's network namespace (``network="namespaces"``), else None.
+
+        Raises:
+            ValueError: there is no such task, or it is not started by this cluster.
+
+        Example:
+            >>> subprocess.run(["ip", "netns", "exec", cluster.namespace("worker", 0), "ip", "-br", "addr"])
+        """
+        task = self._spec.started_task(job, index)
+        return self._network and self._network.namespace(task)
+
+    def bytes_sent(self, job, index=0):
+        """How many bytes a started task has sent over its cable to the bridge (``network="namespaces"``).
+
+        Everything the task sent to the others goes over that cable: all-reduces, heartbeats and
+        gRPC's own messages. Read it while the cluster runs (before the ``with`` block ends).
+
+        Raises:
+            ValueError: no such started task, the cluster runs on ``network="localhost"``, or it
+                has stopped (its network is deleted then).
+
+        Example:
+            >>> with cluster:
+            ...     cluster.wait()
+            ...     sent = cluster.bytes_sent("worker", 0)
+        """
+        task = self._spec.started_task(job, index)
+        if self._network is None:
+            raise ValueError("bytes_sent counts the traffic of a task's own network namespace; this cluster runs "
+                             "with network='localhost', where all tasks share this machine's network. Make it "
+                             "with network='namespaces'.")
+        return self._network.bytes_sent(task)
 
     # ----------------------------------------------------------------- processes: TaskProcesses
     @_documented_by(TaskProcesses.start)
@@ -222,5 +293,5 @@ class LocalCluster:
                 status = "not started yet"
             else:
                 status = f"pid {self.pid(*task)}, {describe_exit(codes[task])}"
-            rows.append(f"  {str(task):<12} {self.address(*task):<18} {status}")
+            rows.append(f"  {str(task):<12} {self.address(*task):<21} {status}")
         return "\n".join(rows)

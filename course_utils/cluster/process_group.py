@@ -4,22 +4,34 @@ import signal
 import subprocess
 
 # Started by ``python -c``: make the kernel SIGKILL this process when its parent dies (Linux
-# prctl PR_SET_PDEATHSIG = 1), check that the parent did not die before that, then become the
-# real script with exec (the setting survives exec). Doing this in the child itself instead of in
-# a ``preexec_fn`` avoids running Python code between fork and exec in a parent full of threads
-# (a TensorFlow kernel), which the subprocess documentation warns can deadlock.
+# prctl PR_SET_PDEATHSIG = 1), check that the parent did not die before that, join the task's
+# network namespace if it has one (setns with CLONE_NEWNET; Python 3.11 has no os.setns), then
+# become the real script with exec (the death signal and the namespace survive exec). Doing this
+# in the child itself instead of in a ``preexec_fn`` avoids running Python code between fork and
+# exec in a parent full of threads (a TensorFlow kernel), which the subprocess documentation
+# warns can deadlock; and the process keeps its pid and process group.
 _BOOTSTRAP = """\
 import ctypes, os, signal, sys
 parent = int(os.environ.pop("LOCAL_CLUSTER_PARENT_PID"))
+netns = os.environ.pop("LOCAL_CLUSTER_NETNS", "")
 if sys.platform.startswith("linux"):
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(1)
+    if netns:
+        try:
+            fd = os.open(netns, os.O_RDONLY)
+            if libc.setns(fd, 0x40000000) != 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+            os.close(fd)
+        except OSError as error:
+            sys.exit(f"LocalCluster: this task could not join its network namespace {netns}: {error}")
 os.execv(sys.executable, [sys.executable] + sys.argv[1:])
 """
 
 
-def launch(python, script, args, environ, log_file):
+def launch(python, script, args, environ, log_file, netns=None):
     """Start ``python script *args`` in a new process group that, on Linux, dies with this process.
 
     Args:
@@ -27,6 +39,8 @@ def launch(python, script, args, environ, log_file):
         script, args: the script's path and its command-line arguments (strings).
         environ: the whole environment of the new process.
         log_file: an open binary file that gets its stdout and stderr.
+        netns: the file of a network namespace (``/run/netns/<name>``) for the process to run in;
+            None: this process's own network.
 
     Returns:
         The ``subprocess.Popen``; its process group id is its pid, so :func:`kill_group` reaches
@@ -39,7 +53,8 @@ def launch(python, script, args, environ, log_file):
     return subprocess.Popen(
         [python, "-c", _BOOTSTRAP, str(script), *args],
         stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-        env={**environ, "LOCAL_CLUSTER_PARENT_PID": str(os.getpid())}, start_new_session=True,
+        env={**environ, "LOCAL_CLUSTER_PARENT_PID": str(os.getpid()), "LOCAL_CLUSTER_NETNS": netns or ""},
+        start_new_session=True,
     )
 
 

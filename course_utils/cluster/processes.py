@@ -2,7 +2,8 @@
 
 Every process runs in a process group of its own (a kill reaches the children it started), dies
 with the process that started it (on Linux), is killed by the watchdog at its time limit, and is
-killed when its :class:`TaskProcesses` is garbage-collected or Python exits.
+killed when its :class:`TaskProcesses` is garbage-collected or Python exits. With network
+namespaces, each process runs in its task's namespace, which exists while the cluster runs.
 """
 import os
 import signal
@@ -33,6 +34,8 @@ class TaskProcesses:
         spec: the cluster's :class:`~course_utils.cluster.spec.ClusterSpec`.
         logs: the cluster's :class:`~course_utils.cluster.logs.TaskLogs`, where the output goes.
         script, args, timeout, grace_seconds, python: the options of :class:`LocalCluster`.
+        network: the cluster's :class:`~course_utils.cluster.namespaces.TaskNetwork`, or None
+            (every task on this machine's own network). Starting makes it, stopping deletes it.
 
     Raises:
         ValueError: the script does not exist, or ``timeout`` or ``grace_seconds`` is not a
@@ -40,11 +43,11 @@ class TaskProcesses:
 
     Example:
         >>> processes = TaskProcesses(spec, logs, script="worker.py", args=(), timeout=60,
-        ...                           grace_seconds=1, python=None)
+        ...                           grace_seconds=1, python=None, network=None)
         >>> processes.start()
     """
 
-    def __init__(self, spec, logs, *, script, args, timeout, grace_seconds, python):
+    def __init__(self, spec, logs, *, script, args, timeout, grace_seconds, python, network=None):
         self.script = Path(script).resolve()
         if not self.script.is_file():
             raise ValueError(
@@ -56,14 +59,14 @@ class TaskProcesses:
         self.timeout = check_seconds(timeout, "timeout")
         self.grace_seconds = check_seconds(grace_seconds, "grace_seconds", allow_zero=True)
         self.python = python or sys.executable
-        self._spec, self._logs = spec, logs
+        self._spec, self._logs, self._network = spec, logs, network
         self._latest = {}        # Task -> Popen of its latest start
         self._killed = set()     # tasks killed on purpose with kill()
         self._starts = {}        # Task -> how many times it was started
         self._every = []         # every Popen ever started, restarts included
         self._watchdog = Watchdog()
-        # The finalizer holds the Popen objects, not this object, so that it can be collected.
-        weakref.finalize(self, kill_and_reap, self._every)
+        # The finalizer holds the Popen objects and the network, not this object, so that it can be collected.
+        weakref.finalize(self, _end, self._every, network)
 
     # ----------------------------------------------------------------- what the others ask
     @property
@@ -125,6 +128,8 @@ class TaskProcesses:
         self._launch(tasks)
 
     def _launch(self, tasks):
+        if self._network is not None:
+            self._network.create()  # after stop() deleted it; nothing if it exists
         self._watchdog.start()
         deadline = time.monotonic() + self.timeout  # one deadline: the watchdog kills them together
         for task in tasks:
@@ -133,8 +138,8 @@ class TaskProcesses:
                 if self._starts[task] > 1:
                     log_file.write(f"\n===== {task} started again (start {self._starts[task]}) =====\n".encode())
                     log_file.flush()
-                process = launch(self.python, self.script, self.args,
-                                 {**os.environ, **self._spec.environment(*task)}, log_file)
+                process = launch(self.python, self.script, self.args, {**os.environ, **self._spec.environment(*task)},
+                                 log_file, netns=self._network and self._network.namespace_path(task))
             self._latest[task] = process
             self._every.append(process)
             self._killed.discard(task)
@@ -218,8 +223,10 @@ class TaskProcesses:
     def stop(self):
         """Stop every process: SIGTERM, ``grace_seconds`` to exit, then SIGKILL; reap them all.
 
-        Safe to call more than once; :meth:`start` starts the cluster again. If a
-        KeyboardInterrupt arrives meanwhile, the processes are still killed before it propagates.
+        With ``network="namespaces"`` it then deletes the namespaces, their cables and the bridge.
+        Safe to call more than once; :meth:`start` starts the cluster again (with the same
+        addresses). If a KeyboardInterrupt arrives meanwhile, the processes are still killed
+        before it propagates.
 
         Example:
             >>> cluster.stop()
@@ -236,5 +243,12 @@ class TaskProcesses:
             while time.monotonic() < end and any(p.poll() is None for p in processes):
                 time.sleep(0.02)
         finally:
-            kill_and_reap(processes)
+            _end(processes, self._network)
             self._watchdog.join()
+
+
+def _end(processes, network):
+    """Kill and reap ``processes``, then delete the network they ran in (if any)."""
+    kill_and_reap(processes)
+    if network is not None:
+        network.delete()

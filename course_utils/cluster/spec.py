@@ -90,6 +90,9 @@ class ClusterSpec:
 
     Args:
         jobs, not_started, env, task_env, tf_config, host: the options of :class:`LocalCluster`.
+        hosts: None, or a function that takes the started tasks and returns ``{task: host}`` for
+            those that have a host of their own (such as
+            :meth:`~course_utils.cluster.namespaces.TaskNetwork.assign`); the others get ``host``.
 
     Raises:
         ValueError: a job, ``not_started``, ``env`` or ``task_env`` is invalid; the message says
@@ -102,7 +105,7 @@ class ClusterSpec:
         [Task(job='worker', index=0), Task(job='worker', index=1)]
     """
 
-    def __init__(self, jobs, *, not_started, env, task_env, tf_config, host):
+    def __init__(self, jobs, *, not_started, env, task_env, tf_config, host, hosts=None):
         self.jobs = _check_jobs(jobs)
         self.not_started = (not_started,) if isinstance(not_started, str) else tuple(not_started)
         for job in self.not_started:
@@ -115,8 +118,10 @@ class ClusterSpec:
         self.env = check_env(env or {}, "env")
         self.tf_config_enabled = bool(tf_config)
         self.host = host
+        own_hosts = hosts(self.started_tasks) if hosts else {}
         ports = iter(find_free_ports(sum(self.jobs.values())))
-        self._addresses = {job: [f"{host}:{next(ports)}" for _ in range(count)] for job, count in self.jobs.items()}
+        self._addresses = {job: [f"{own_hosts.get(Task(job, i), host)}:{next(ports)}" for i in range(count)]
+                           for job, count in self.jobs.items()}
         self._task_env = resolve_task_env(task_env, self)
 
     # ----------------------------------------------------------------- looking tasks up
@@ -156,7 +161,10 @@ class ClusterSpec:
     # ----------------------------------------------------------------- the spec itself
     @property
     def cluster_spec(self):
-        """The cluster spec ``{job: ["127.0.0.1:port", ...]}``, the same in every process.
+        """The cluster spec ``{job: ["host:port", ...]}``, the same in every process.
+
+        The host is ``127.0.0.1``, unless the cluster was made with another ``host`` or with
+        ``network="namespaces"`` (then every started task has an address of its own).
 
         Example:
             >>> tf.train.ClusterSpec(cluster.cluster_spec)  # e.g. for a SimpleClusterResolver

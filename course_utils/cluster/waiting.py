@@ -64,9 +64,9 @@ class TaskWaiter:
                 if process.poll() is not None:
                     self._raise_failed(task, f"{task} exited ({describe_exit(process.returncode)}) "
                                              f"before its server at {address} was up.")
-                port = int(address.rsplit(":", 1)[1])
+                host, port = address.rsplit(":", 1)
                 try:
-                    with socket.create_connection((self._spec.host, port), timeout=0.5):
+                    with socket.create_connection((host, int(port)), timeout=0.5):
                         waiting.remove(task)
                 except OSError:
                     pass
