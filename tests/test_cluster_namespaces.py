@@ -223,6 +223,18 @@ def test_what_a_killed_python_left_behind_is_removed_by_the_next_cluster(tmp_pat
     cluster.stop()
 
 
+@needs_namespaces
+def test_a_firewall_that_drops_bridged_traffic_is_named(tmp_path, monkeypatch):
+    # Every namespaced cluster of two tasks or more checks that one task reaches another over the bridge
+    # (it did in every other test here); a firewall that drops bridged traffic is played by refusing it.
+    monkeypatch.setattr(namespaces, "_connects", lambda host, port, seconds=2.0: False)
+    before = leftovers()
+    with pytest.raises(NetworkNamespaceError, match=r"a firewall drops traffic between bridged interfaces.*"
+                                                    r"iptables -I FORWARD -i tfc\+ -o tfc\+ -j ACCEPT.*network='localhost'"):
+        LocalCluster(write(tmp_path, "idle.py", "pass"), {"worker": 2}, network="namespaces")
+    assert leftovers() == before
+
+
 def test_bytes_sent_says_it_needs_namespaces(tmp_path):
     cluster = LocalCluster(write(tmp_path, "idle.py", "pass"), {"worker": 1})
     with pytest.raises(ValueError, match="this cluster runs with network='localhost'.*network='namespaces'"):
@@ -237,8 +249,8 @@ def test_a_clear_error_where_namespaces_are_not_permitted(tmp_path, monkeypatch)
         LocalCluster(sleeper, {"worker": 1}, network="namespaces", host="10.0.0.1")
 
     monkeypatch.setattr(namespaces, "effective_capabilities", lambda: 0)  # as an ordinary user
-    with pytest.raises(NetworkNamespaceError, match=r"lacks CAP_NET_ADMIN and CAP_SYS_ADMIN\. Run Python as root"
-                                                    r".*or use network='localhost'"):
+    with pytest.raises(NetworkNamespaceError, match=r"lacks CAP_NET_ADMIN and CAP_SYS_ADMIN\. Use network='localhost'"
+                                                    r".*run Python as root"):
         LocalCluster(sleeper, {"worker": 1}, network="namespaces")
     monkeypatch.setattr(namespaces.shutil, "which", lambda *args, **kwargs: None)
     with pytest.raises(NetworkNamespaceError, match=r"needs the `ip` command \(iproute2\).*apt-get install iproute2"):
@@ -261,7 +273,7 @@ def test_refused_for_real_before_anything_starts(tmp_path, prefix, message):
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("course_utils.cluster.errors.NetworkNamespaceError: network='namespaces'"), result.stderr
-    assert re.search(message, last) and last.endswith("where every task is a process on 127.0.0.1."), last
+    assert re.search(message, last) and last.endswith(namespaces.ADVICE), last
     assert leftovers() == before
 
 
@@ -294,7 +306,8 @@ def test_parameter_server_job_across_namespaces_with_this_process_as_chief(tmp_p
     # plots left out), in a stand-in for the notebook's kernel, which plays the chief.
     chapter_script("c17", tmp_path)
     cell_ids = ("c19", "c21", "c23", "c25", "c27", "c29", "c31", "c33", "c37", "c39")
-    cells = {cell_id: chapter_cell(cell_id) for cell_id in cell_ids}
+    cells = {"c11": re.search(r"^MWMS_STEPS = .*$", chapter_cell("c11"), re.MULTILINE)[0],  # c29 reads it
+             **{cell_id: chapter_cell(cell_id) for cell_id in cell_ids}}
     (tmp_path / "cells.json").write_text(json.dumps(cells))
     kernel = write(tmp_path, "kernel.py", PS_KERNEL)
     result = subprocess.run([sys.executable, str(kernel), str(tmp_path), str(tmp_path / "cells.json")],

@@ -68,7 +68,8 @@ class LocalCluster:
             ``{"chief": 1, "worker": 2, "ps": 1}``. Every process gets the same ordered spec.
         not_started: job names that appear in the cluster spec but are not started, e.g.
             ``["chief"]`` when this Python process (the notebook kernel) plays the chief.
-        args: extra command-line arguments for the script (the same for every task).
+        args: extra command-line arguments for the script (the same for every task; each passed as
+            ``str(arg)``, so paths and numbers are fine).
         env: extra environment variables for every process (strings).
         task_env: extra environment per task: a function ``(job, index, cluster_spec) -> dict``
             (for example :func:`dtensor_env`), or a dict whose keys are ``(job, index)`` tuples

@@ -14,14 +14,17 @@ namespaces needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2's ``ip`` co
 name starts with ``tfc`` and holds a random tag; the namespaces' names and the bridge's alias
 hold the owner's process id, so that the next network removes what a killed Python left behind.
 """
+import ctypes
 import ipaddress
 import json
 import os
 import random
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import weakref
 
 from .errors import NetworkNamespaceError
@@ -36,8 +39,9 @@ _ALIAS = "course_utils.cluster pid {}"
 _ALIAS_PID = re.compile(r"course_utils\.cluster pid (\d+)")
 # Private blocks, most spacious first; a /24 is picked at random in one that no route touches.
 _BLOCKS = [ipaddress.ip_network(block) for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
-ADVICE = ("Run Python as root (for example with sudo, or in a container started with --privileged), or "
-          "use network='localhost' (the default), where every task is a process on 127.0.0.1.")
+ADVICE = ("Use network='localhost' (the default), where every task is a process on 127.0.0.1; or, on a machine "
+          "of your own, run Python as root (for example with sudo, or in a container started with --privileged; "
+          "JupyterLab then needs --allow-root).")
 
 
 def effective_capabilities():
@@ -153,6 +157,48 @@ def free_subnet(ip, rng=random.SystemRandom()):
                                 "192.168.0.0/16: routes of this machine cover them. Use network='localhost'.")
 
 
+def in_namespace(path, function):
+    """Call ``function()`` in a thread that has joined the network namespace at ``path``; return what it returns.
+
+    A network namespace belongs to a thread, not to the whole process, and a socket stays in the
+    namespace it was made in; so a socket made by ``function`` works from any thread afterwards.
+
+    Raises:
+        OSError: the thread could not join the namespace; whatever ``function`` raised.
+
+    Example:
+        >>> listener = in_namespace("/run/netns/tfc-3fa9c2-4242-worker-1", lambda: socket.create_server(("10.57.3.3", 0)))
+    """
+    outcome = {}
+
+    def run():
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                    raise OSError(ctypes.get_errno(), f"setns({path}): {os.strerror(ctypes.get_errno())}")
+            finally:
+                os.close(fd)
+            outcome["value"] = function()
+        except BaseException as error:  # handed to the calling thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="course_utils in_namespace")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def _connects(host, port, seconds=2.0):
+    try:
+        socket.create_connection((host, port), timeout=seconds).close()
+        return True
+    except OSError:
+        return False
+
+
 class _Layout:
     """The names and addresses of one network, shared with its finalizer (which must not hold the network)."""
 
@@ -260,6 +306,27 @@ class TaskNetwork:
                          *(f"link set {veth} master {bridge} up" for _, veth, _ in tasks)])
         for namespace, _, address in tasks:  # inside each namespace: its address on the cable, and its own loopback
             self._run(namespace, [f"addr add {address}/{prefix} dev eth0", "link set eth0 up", "link set lo up"])
+        self._check_the_bridge_forwards()
+
+    def _check_the_bridge_forwards(self):
+        """Connect from the first task's namespace to a socket in the second's: a firewall may drop bridged traffic."""
+        tasks = list(self._layout.tasks.values())
+        if len(tasks) < 2:
+            return
+        (first, _, _), (second, _, address) = tasks[:2]
+        listener = in_namespace(f"{NETNS_DIR}/{second}", lambda: socket.create_server((address, 0)))
+        with listener:
+            port = listener.getsockname()[1]
+            reached = in_namespace(f"{NETNS_DIR}/{first}", lambda: _connects(address, port))
+        if not reached:
+            self.delete()
+            bridge = self._layout.bridge
+            raise NetworkNamespaceError(
+                f"network='namespaces' made the network, but a task could not reach another over the bridge "
+                f"(no TCP connection to {address}:{port} within 2 s): a firewall drops traffic between bridged "
+                f"interfaces (Docker, for one, sets iptables' FORWARD policy to DROP and makes bridged traffic pass "
+                f"through it). Allow it for the course's bridges, e.g. `iptables -I FORWARD -i {PREFIX}+ -o {PREFIX}+ "
+                f"-j ACCEPT`, or use network='localhost'. (Removed again: {bridge} and its namespaces.)")
 
     def _run(self, namespace, commands):
         where = [] if namespace is None else ["-n", namespace]
