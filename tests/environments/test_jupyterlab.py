@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError, expect, sync_playwright
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,12 +108,26 @@ def page(request, lab, chromium):
         browser.close()
 
 
+def wait_for_kernel(page, seconds=120):
+    """Wait until the notebook on screen has an idle kernel. On a loaded machine JupyterLab may give up
+    loading its theme's stylesheet and show "Error Loading Theme" instead of the notebook: then reload."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            page.wait_for_function(KERNEL_READY, timeout=5_000)
+            return
+        except PlaywrightTimeoutError:
+            assert time.monotonic() < deadline, f"no idle kernel after {seconds} s"
+            if page.get_by_text("Error Loading Theme").count():
+                page.reload()
+
+
 def open_and_run_all(page, lab, notebook):
     """Open ``notebook`` in JupyterLab (None: the one already on screen), choose Run > Run All Cells, and
     wait until every cell ran."""
     if notebook:
         page.goto(f"{lab[0]}lab/tree/{notebook}?reset&token={lab[1]}")  # reset: this notebook alone
-    page.wait_for_function(KERNEL_READY, timeout=120_000)
+    wait_for_kernel(page)
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
     try:
