@@ -52,14 +52,34 @@ def test_outside_slurm_a_wrong_task_count_or_another_node_the_message_says_what_
         slurm_tf_config({"worker": 2}, environ={**TWO_NODES, "SLURM_PROCID": "0", "SLURMD_NODENAME": "node10"})
 
 
+@pytest.mark.parametrize("failures, exit_code, starts", [(0, 0, 1), (2, 0, 3), (3, 1, 3)])
+def test_the_batch_script_starts_a_failed_step_again(tmp_path, failures, exit_code, starts):
+    # A stand-in srun that fails its first `failures` starts; bash runs the batch script as sbatch would.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/bash\necho start >> {tmp_path}/starts\n"
+                                  f"[ $(wc -l < {tmp_path}/starts) -gt {failures} ]\n")
+    (bin_dir / "srun").chmod(0o755)
+    batch = tmp_path / "job.sh"
+    batch.write_text(slurm_batch_script({"worker": 2}, "mwms_worker.py", setup="true", attempts=3))
+    run = subprocess.run(["bash", str(batch)], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == exit_code, run.stderr
+    assert len((tmp_path / "starts").read_text().split()) == starts
+    assert run.stderr.count("of the step failed") == min(failures, 3)
+
+
 def test_the_batch_script_takes_whole_nodes_and_runs_the_script_with_its_tf_config(tmp_path):
     text = slurm_batch_script({"worker": 2}, "mwms_worker.py", args=["out dir"], setup="module load tensorflow")
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n" in text
-    assert "set -euo pipefail\nmodule load tensorflow\nsrun " in text
-    srun = text.strip().splitlines()[-1]
-    assert "course_utils.cluster.slurm --jobs '{\"worker\": 2}'" in srun and srun.endswith("mwms_worker.py 'out dir'")
+    assert "#SBATCH --requeue\n" in text and "set -euo pipefail\nmodule load tensorflow\nfor attempt in" in text
+    srun = next(line for line in text.splitlines() if "srun " in line)
+    assert "course_utils.cluster.slurm --jobs '{\"worker\": 2}'" in srun
+    assert srun.endswith("mwms_worker.py 'out dir'; then exit 0; fi")
     with pytest.raises(ValueError, match="number of tasks >= 1"):
         slurm_batch_script({"worker": 0}, "x.py")
+    with pytest.raises(ValueError, match="attempts is how many times the step is started"):
+        slurm_batch_script({"worker": 2}, "x.py", attempts=0)
     # What srun runs, in task 1 of the stand-in step: the script gets this task's TF_CONFIG and its arguments.
     script = tmp_path / "show.py"
     script.write_text("import os, sys\nprint(os.environ['TF_CONFIG'])\nprint(sys.argv[1:])")

@@ -38,8 +38,11 @@ def tfjob_manifest(jobs, image, command, name="course-job", namespace="default",
         cpu, memory: what each pod requests, so that the scheduler spreads the pods and does not starve them.
 
     Returns:
-        The manifest as a dict (``yaml.safe_dump`` it for ``kubectl apply -f``). Pods restart on failure at most
-        3 times (``backoffLimit``); the pods still running when the job ends (parameter servers) are removed.
+        The manifest as a dict (``yaml.safe_dump`` it for ``kubectl apply -f``). A failed container is restarted
+        in its pod (``restartPolicy: OnFailure``: an MWMS worker whose peer was lost exits with an error and
+        starts again) until the restarts of all the job's pods add up to 3 (``backoffLimit``, one budget for the
+        whole job: raise it on preemptible nodes); the pods still running when the job ends (parameter servers)
+        are removed.
 
     Raises:
         ValueError: a job name the TFJob has no replica type for, or a count below 1.

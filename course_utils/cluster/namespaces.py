@@ -314,10 +314,15 @@ class TaskNetwork:
         if len(tasks) < 2:
             return
         (first, _, _), (second, _, address) = tasks[:2]
-        listener = in_namespace(f"{NETNS_DIR}/{second}", lambda: socket.create_server((address, 0)))
-        with listener:
-            port = listener.getsockname()[1]
-            reached = in_namespace(f"{NETNS_DIR}/{first}", lambda: _connects(address, port))
+        try:
+            listener = in_namespace(f"{NETNS_DIR}/{second}", lambda: socket.create_server((address, 0)))
+            with listener:
+                port = listener.getsockname()[1]
+                reached = in_namespace(f"{NETNS_DIR}/{first}", lambda: _connects(address, port))
+        except OSError as error:
+            self.delete()
+            raise NetworkNamespaceError(f"network='namespaces' made the network but could not use it from Python "
+                                        f"({error}). {ADVICE}") from error
         if not reached:
             self.delete()
             bridge = self._layout.bridge
@@ -325,8 +330,9 @@ class TaskNetwork:
                 f"network='namespaces' made the network, but a task could not reach another over the bridge "
                 f"(no TCP connection to {address}:{port} within 2 s): a firewall drops traffic between bridged "
                 f"interfaces (Docker, for one, sets iptables' FORWARD policy to DROP and makes bridged traffic pass "
-                f"through it). Allow it for the course's bridges, e.g. `iptables -I FORWARD -i {PREFIX}+ -o {PREFIX}+ "
-                f"-j ACCEPT`, or use network='localhost'. (Removed again: {bridge} and its namespaces.)")
+                f"through it, as coming in and going out on the bridge itself). Allow it for the course's bridges, "
+                f"e.g. `iptables -I FORWARD -i {PREFIX}+ -o {PREFIX}+ -j ACCEPT` (on a Docker host, in the DOCKER-USER "
+                f"chain), or use network='localhost'. (Removed again: {bridge} and its namespaces.)")
 
     def _run(self, namespace, commands):
         where = [] if namespace is None else ["-n", namespace]

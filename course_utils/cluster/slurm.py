@@ -70,7 +70,7 @@ def slurm_tf_config(jobs, port_base=2222, environ=None):
 
 
 def slurm_batch_script(jobs, script, args=(), port_base=2222, time_limit="00:30:00", name="course-job",
-                       setup="source .venv/bin/activate"):
+                       setup="source .venv/bin/activate", attempts=3):
     """An ``sbatch`` script that runs ``script`` as the cluster ``jobs`` on as many whole nodes, one task per node,
     each task with the ``TF_CONFIG`` :func:`slurm_tf_config` builds.
 
@@ -80,9 +80,11 @@ def slurm_batch_script(jobs, script, args=(), port_base=2222, time_limit="00:30:
         port_base, time_limit, name: the port of each task's server, Slurm's ``--time``, the job's name.
         setup: the shell line that makes ``python`` the one with TensorFlow and ``course_utils`` on the nodes
             (a virtual environment on shared storage, or your site's ``module load ...``).
+        attempts: how many times the step is started: a lost task (a crash, a node gone) ends the whole
+            step, and the script (with ``BackupAndRestore``) resumes from its last backup in the next start.
 
     Raises:
-        ValueError: ``jobs`` is empty or has a count below 1.
+        ValueError: ``jobs`` is empty or has a count below 1, or ``attempts`` is below 1.
 
     Example:
         >>> print(slurm_batch_script({"worker": 2}, "mwms_worker.py"))
@@ -92,6 +94,8 @@ def slurm_batch_script(jobs, script, args=(), port_base=2222, time_limit="00:30:
     """
     if not jobs or any(not isinstance(n, int) or n < 1 for n in jobs.values()):
         raise ValueError(f"jobs must map each job name to a number of tasks >= 1, e.g. {{'worker': 2}}; got {jobs!r}.")
+    if not isinstance(attempts, int) or attempts < 1:
+        raise ValueError(f"attempts is how many times the step is started, a whole number >= 1; got {attempts!r}.")
     command = shlex.join(["python", "-m", "course_utils.cluster.slurm", "--jobs", json.dumps(jobs),
                           "--port-base", str(port_base), script, *map(str, args)])
     return "\n".join([
@@ -102,11 +106,18 @@ def slurm_batch_script(jobs, script, args=(), port_base=2222, time_limit="00:30:
         "#SBATCH --exclusive",
         f"#SBATCH --time={time_limit}",
         "#SBATCH --output=%x-%j.log",
+        "#SBATCH --requeue",
         "# One task (one TensorFlow server) per node, with the whole node, each writing its own log. Every node",
         "# must see the same files (the script, the data, the checkpoint folder): run sbatch from shared storage.",
+        "# --requeue: where the cluster requeues preempted jobs (PreemptMode=REQUEUE), this job comes back.",
+        "# The loop: a lost task ends the whole step; the next start resumes from the last backup.",
         "set -euo pipefail",
         setup,
-        f"srun --output=%x-%j-task%t.log {command}",
+        f"for attempt in $(seq 1 {attempts}); do",
+        f"  if srun --output=%x-%j-task%t-start$attempt.log {command}; then exit 0; fi",
+        '  echo "start $attempt of the step failed" >&2',
+        "done",
+        "exit 1",
         ""])
 
 
