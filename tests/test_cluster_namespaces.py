@@ -235,6 +235,22 @@ def test_a_firewall_that_drops_bridged_traffic_is_named(tmp_path, monkeypatch):
     assert leftovers() == before
 
 
+def test_in_namespace_hands_on_what_went_wrong():
+    with pytest.raises(FileNotFoundError):  # no such namespace: the error of the thread that tried to join it
+        namespaces.in_namespace("/run/netns/tfc-no-such-namespace", lambda: 1)
+
+
+@needs_namespaces
+def test_in_namespace_runs_the_function_in_the_namespace(tmp_path):
+    cluster = LocalCluster(write(tmp_path, "idle.py", "pass"), {"worker": 2}, network="namespaces")
+    path = Path(namespaces.NETNS_DIR, cluster.namespace("worker", 0))
+    interfaces = namespaces.in_namespace(str(path), lambda: sorted(name for _, name in socket.if_nameindex()))
+    assert interfaces == ["eth0", "lo"]
+    with pytest.raises(ZeroDivisionError):
+        namespaces.in_namespace(str(path), lambda: 1 / 0)
+    cluster.stop()
+
+
 def test_bytes_sent_says_it_needs_namespaces(tmp_path):
     cluster = LocalCluster(write(tmp_path, "idle.py", "pass"), {"worker": 1})
     with pytest.raises(ValueError, match="this cluster runs with network='localhost'.*network='namespaces'"):
