@@ -705,4 +705,39 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '                if shard.device.id == device) for device in '
                                       'range(8)]\n'
                                       '    print(f"bytes of weights on devices 0-7: {held} (budget 600000) | '
-                                      'loss: {demo[1]}")'}}}}
+                                      'loss: {demo[1]}")'}}},
+ 9: {'keras': 'tf_keras',
+     'dtensor': False,
+     'exercises': {'q1': {'cell': 'ch9-q1',
+                          'call': 'ex.q1.check(dataset_fn)',
+                          'solution': 'def dataset_fn(input_context):\n'
+                                      '    per_replica_batch = '
+                                      'input_context.get_per_replica_batch_size(GLOBAL_BATCH)  # '
+                                      'GLOBAL_BATCH // replicas in sync\n'
+                                      '    examples = '
+                                      'load_examples().shard(input_context.num_input_pipelines, '
+                                      'input_context.input_pipeline_id)\n'
+                                      '    examples = examples.shuffle(EXAMPLES, '
+                                      'seed=input_context.input_pipeline_id)  # after the shard: any seed is '
+                                      'fine\n'
+                                      '    return '
+                                      'examples.batch(per_replica_batch).prefetch(tf.data.AUTOTUNE)'},
+                   'q2': {'cell': 'ch9-q2',
+                          'call': 'ex.q2.check(readings)',
+                          'solution': 'readings = {"four_files": "by file",    # a file reader, and enough '
+                                      'files: AUTO shards by FILE (f0, f2 | f1, f3)\n'
+                                      '            "mnist_train": "error",     # still FILE, but ONE file '
+                                      'for 2 workers: worker 0 fails, worker 1 gets nothing\n'
+                                      '            "in_memory": "by element"}  # no file reader: AUTO shards '
+                                      'by DATA (0, 2, 4, 6 | 1, 3, 5, 7)'},
+                   'q3': {'cell': 'ch9-q3',
+                          'call': 'ex.q3.check(statements)',
+                          'solution': "statements = [False,  # 1. only the chief's summaries stay; the "
+                                      "others' go to workertemp_<i>/, deleted at the end\n"
+                                      '              False,  # 2. steps are counted over the whole fit: one '
+                                      'trace\n'
+                                      '              True,   # 3. every worker profiles into log_dir itself, '
+                                      'one <host name>.xplane.pb each\n'
+                                      '              True,   # 4. one function call holds all 8 replicas\n'
+                                      '              False]  # 5. one /host:CPU row; each virtual device is '
+                                      'threads in it'}}}}

@@ -1,5 +1,6 @@
 """JupyterLab in a real browser: chapter 4's two explorers react (layouts; predict-then-reveal costs),
-its exercise link opens the exercise notebook, and a check there gives feedback.
+its exercise link opens the exercise notebook, and a check there gives feedback; chapter 9's inline
+TensorBoard shows the run's scalars, and XProf's trace viewer the DTensor step's rows.
 
 ``python3 course.py test --env browser`` runs this with the main environment's JupyterLab (and its
 ipywidgets 8). JupyterLab starts on a free localhost port in a temporary folder holding a copy of
@@ -7,6 +8,7 @@ the notebooks; headless Chromium (Debian's ``chromium``, driven by Playwright) o
 all cells from the Run menu, and uses the widgets as a learner does. Screenshots are saved in
 ``test-artifacts/`` (git-ignored) for a person to look at.
 """
+import gzip
 import json
 import os
 import re
@@ -17,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
+from urllib.request import urlopen
 
 import nbformat
 import pytest
@@ -27,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHAPTER = "notebooks/04_meshes_and_layouts.ipynb"
 EXERCISE = "exercises/04_meshes_and_layouts.ipynb"
+WATCHING = "notebooks/09_watch_and_feed.ipynb"
 RUN_SECONDS = 300  # for "Run All Cells" of one notebook
 # JupyterLab settings for a test: keep every cell in the page, ask nothing about news or updates.
 LAB_SETTINGS = {
@@ -122,20 +127,29 @@ def wait_for_kernel(page, seconds=120):
                 page.reload()
 
 
-def open_and_run_all(page, lab, notebook):
-    """Open ``notebook`` in JupyterLab (None: the one already on screen), choose Run > Run All Cells, and
-    wait until every cell ran."""
-    if notebook:
-        page.goto(f"{lab[0]}lab/tree/{notebook}?reset&token={lab[1]}")  # reset: this notebook alone
-    wait_for_kernel(page)
+def run_menu(page, item):
+    """Choose ``item`` of JupyterLab's Run menu, e.g. "Run All Cells"."""
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
+
+
+def wait_until_all_cells_ran(page, notebook):
     try:
         page.wait_for_function(ALL_CELLS_RAN, timeout=RUN_SECONDS * 1000)
     except Exception:
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
         pytest.fail(f"{notebook}: not every cell ran in JupyterLab. Outputs on stderr:\n"
                     + "\n".join(errors.all_inner_texts())[-3000:], pytrace=False)
+
+
+def open_and_run_all(page, lab, notebook):
+    """Open ``notebook`` in JupyterLab (None: the one already on screen), choose Run > Run All Cells, and
+    wait until every cell ran."""
+    if notebook:
+        page.goto(f"{lab[0]}lab/tree/{notebook}?reset&token={lab[1]}")  # reset: this notebook alone
+    wait_for_kernel(page)
+    run_menu(page, "Run All Cells")
+    wait_until_all_cells_ran(page, notebook)
 
 
 def wait_for_change(locator, before, what):
@@ -208,3 +222,48 @@ def test_the_chapters_exercise_link_opens_the_exercise_and_its_check_gives_feedb
     page.keyboard.press("Shift+Enter")
     expect(cell.locator(".jp-OutputArea")).to_contain_text("Correct!", timeout=60_000)
     page.screenshot(path=ARTIFACTS / "jupyterlab-exercise-correct.png")
+
+
+def server_json(base, path):
+    with urlopen(f"{base}{path}", timeout=60) as response:
+        body = response.read()
+        return json.loads(gzip.decompress(body) if response.headers.get("Content-Encoding") == "gzip" else body)
+
+
+def test_the_inline_tensorboard_shows_the_scalars_and_the_trace_viewer_the_device_threads(page, lab):
+    page.goto(f"{lab[0]}lab/tree/{WATCHING}?reset&token={lab[1]}")
+    wait_for_kernel(page)
+    # Run the chapter up to the cell that stops TensorBoard, so that its server is there to look at.
+    stop_note = page.locator(".jp-MarkdownCell").filter(has_text="leaves its server running")
+    stop_note.click()
+    run_menu(page, "Run All Above Selected Cell")
+    inline = page.locator(".jp-CodeCell").filter(has_text="%tensorboard --logdir").locator("iframe")
+    expect(inline).to_have_attribute("src", re.compile(r"^http://[^/]+:\d+/"), timeout=RUN_SECONDS * 1000)
+    base = re.match(r"^http://[^/]+:\d+", inline.get_attribute("src")).group(0)
+    tensorboard = page.frame_locator(".jp-CodeCell iframe").first
+    expect(tensorboard.locator(".group-title[title=epoch_loss]")).to_be_visible(timeout=60_000)
+    expect(tensorboard.locator(".group-title[title=epoch_accuracy]")).to_be_visible()
+    inline.scroll_into_view_if_needed()
+    page.screenshot(path=ARTIFACTS / "jupyterlab-tensorboard-scalars.png")
+    expect(page.locator(".jp-CodeCell").filter(has_text="servers = [info for info in manager.get_all()")
+           .locator(".jp-OutputArea")).to_contain_text("scalar tags", timeout=RUN_SECONDS * 1000)
+
+    run, = [run for run in server_json(base, "/data/plugin/profile/runs") if run.startswith("dtensor/")]
+    host, = [h["hostname"] for h in server_json(base, f"/data/plugin/profile/hosts?run={quote(run, safe='')}&tag=trace_viewer")]
+    data = f"/data/plugin/profile/data?run={quote(run, safe='')}&tag=trace_viewer%40&host={quote(host, safe='')}"
+    viewer = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    viewer.goto(f"{base}/data/plugin/profile/trace_viewer_index.html?is_streaming=true&is_oss=true"
+                f"&trace_data_url={quote(data, safe='')}")
+    expect(viewer.get_by_text("/host:CPU").filter(visible=True).first).to_be_visible(timeout=60_000)
+    viewer.get_by_text("Expand All").click()  # the process row's threads: one launcher and one executor per device
+    expect(viewer.get_by_text("parallel_device_execute")).to_have_count(8, timeout=60_000)
+    expect(viewer.get_by_text("eager_async_executor")).to_have_count(8)
+    assert viewer.get_by_text("collective_ops").count() >= 1
+    viewer.screenshot(path=ARTIFACTS / "jupyterlab-trace-viewer.png")
+    viewer.close()
+
+    stop_note.click()  # the rest of the chapter: TensorBoard stopped, then the input pipelines
+    run_menu(page, "Run Selected Cell and All Below")
+    wait_until_all_cells_ran(page, WATCHING)
+    with pytest.raises(OSError):
+        urlopen(base, timeout=5)  # the chapter stopped its TensorBoard

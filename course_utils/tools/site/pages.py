@@ -68,7 +68,7 @@ def front_page(root, folders):
         "# Distributed training with TensorFlow, from tensors to DTensor", intro,
         "## The chapters",
         "| Chapter | Time | What you learn | Workshop |\n|---|---|---|---|\n" + "\n".join(rows),
-        f"Chapters 1–8 each have {exercises} in the sidebar: run them, and the checkers give instant feedback. "
+        f"Chapters 1–9 each have {exercises} in the sidebar: run them, and the checkers give instant feedback. "
         "Each page shows a chapter with the outputs of a real run on a CPU machine (when and where: see the "
         "[page for instructors](instructors.md)): the pictures, tables and measured numbers; yours will differ a "
         "little. The interactive explorers need a running notebook: a page shows their first state, and they "
