@@ -52,7 +52,7 @@ def test_a_gpu_gets_a_warning_that_says_how_to_switch(monkeypatch, colab):
                         lambda kind=None: ["/physical_device:GPU:0"] if kind == "GPU" else real(kind))
     finding = environment._accelerators(tf)
     assert finding.level == "warn" and finding.found == "1 GPU"
-    assert "Runtime → Change runtime type → CPU" in finding.advice and "chapters 1-9" in finding.advice
+    assert "Runtime → Change runtime type → CPU" in finding.advice and "chapters 1-10" in finding.advice
 
 
 def test_restart_advice_names_the_menu_of_each_place(colab):

@@ -1,4 +1,4 @@
-"""Chapter 9 · Watch, feed and tune a distributed job: the exercises' graders and hints."""
+"""Chapter 9 · Watch and feed a distributed job: the exercises' graders and hints."""
 import random
 import re
 
@@ -8,11 +8,13 @@ from .core import Exercise, Feedback, chapter
 # Exercise 1: the learner's dataset_fn, called by the checker as each of two workers calls it, with the InputContext
 # MultiWorkerMirroredStrategy makes there. The notebook's data are the ids 0 ... EXAMPLES - 1 (load_examples()), its
 # global batch GLOBAL_BATCH. Every per-replica batch the checker asks for divides the EXAMPLES / WORKERS examples of a
-# worker, so that drop_remainder=True loses nothing.
+# worker, so that drop_remainder=True loses nothing. A third run calls it as each of WIDER_PIPELINES workers, to catch
+# a number of workers typed in (EXAMPLES / WIDER_PIPELINES is still a multiple of every per-replica batch).
 GLOBAL_BATCH, EXAMPLES, WORKERS = 64, 640, 2
 REPLICA_CHOICES = (4, 8, 16)  # replicas in sync the checker may ask for: per-replica batches of 16, 8 and 4
 NOTEBOOK_REPLICAS = (8, 4)  # the two it asks for in a learner's kernel (the chapter's 8 virtual CPUs first)
 EPOCHS_READ = 2  # the checker reads at most this many epochs' worth of examples from each pipeline
+WIDER_PIPELINES, WIDER_REPLICAS = 4, 4  # the third run: 4 workers of one replica each (per-replica batches of 16)
 
 
 def replicas_for(seed):
@@ -33,8 +35,8 @@ def replicas_for(seed):
     return tuple(random.Random(seed).sample(REPLICA_CHOICES, 2))
 
 
-def _context_text(replicas, index):
-    return (f"tf.distribute.InputContext(num_input_pipelines={WORKERS}, input_pipeline_id={index}, "
+def _context_text(replicas, index, pipelines=WORKERS):
+    return (f"tf.distribute.InputContext(num_input_pipelines={pipelines}, input_pipeline_id={index}, "
             f"num_replicas_in_sync={replicas})")
 
 
@@ -56,14 +58,14 @@ def _shards_whole_batches(dataset):
     return False
 
 
-def _read_pipeline(dataset_fn, replicas, index):
-    """Call ``dataset_fn`` as worker ``index`` of WORKERS with ``replicas`` in sync and read its dataset, at most
+def _read_pipeline(dataset_fn, replicas, index, pipelines=WORKERS):
+    """Call ``dataset_fn`` as worker ``index`` of ``pipelines`` with ``replicas`` in sync and read its dataset, at most
     EPOCHS_READ x EXAMPLES examples. One of: {"raised": error, "when": "called" | "read"}; {"type": type name of what
     it returned}; {"element": the element spec, when elements are not 1-D integer batches}; {"batches": the ids of
     each batch, "more": whether the dataset had more, "shards_batches": see _shards_whole_batches}."""
     import tensorflow as tf
 
-    context = tf.distribute.InputContext(num_input_pipelines=WORKERS, input_pipeline_id=index,
+    context = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=index,
                                          num_replicas_in_sync=replicas)
     try:
         dataset = dataset_fn(context)
@@ -137,6 +139,32 @@ def _judge_shards(pipelines, replicas):
     return "missing", {"read": len(union), "missing": len(everything - union)}
 
 
+def _judge_wider_cover(wider):
+    """Whether the WIDER_PIPELINES pipelines of the third run read disjoint parts, none of them empty, that together
+    cover all the ids: (True, "") or (False, a few words on what went wrong there)."""
+    sets = []
+    for index, pipeline in enumerate(wider["pipelines"]):
+        called = f"dataset_fn({_context_text(wider['replicas'], index, WIDER_PIPELINES)})"
+        if "raised" in pipeline:
+            verb = "raised" if pipeline.get("when") == "called" else "gave a dataset whose reading raised"
+            error = re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:.*$", "", str(pipeline["raised"]))
+            return False, f"{called} {verb} {error.rstrip('.')}"
+        if "batches" not in pipeline:
+            return False, f"{called} returned no dataset of batches of ids"
+        sets.append({value for batch in pipeline["batches"] for value in batch})
+    everything, union = set(range(EXAMPLES)), set().union(*sets)
+    shared = {value for i, ids in enumerate(sets) for other in sets[i + 1:] for value in ids & other}
+    idle = [index for index, ids in enumerate(sets) if not ids]
+    if union == everything and not shared and not idle:
+        return True, ""
+    missing, foreign = len(everything - union), len(union - everything)
+    problems = [text for text, found in ((f"share {len(shared)} examples", shared),
+                                         (f"leave {missing} unread", missing),
+                                         (f"give pipeline {idle[0] if idle else 0} no example at all", idle),
+                                         (f"read {foreign} values that are no ids", foreign)) if found]
+    return False, f"the {WIDER_PIPELINES} pipelines {' and '.join(problems)}"
+
+
 def _judge_whole_batches_alternate(pipelines):
     """Whether pipeline i's batches are the batches i, i + WORKERS, ... of the ids in order, all of one size (the last
     may be smaller): the ids were batched, then the batches split between the workers."""
@@ -183,18 +211,23 @@ class DatasetFnForTwoWorkers(Exercise):
 
     def collect(self, dataset_fn, seed=0):
         """Calls ``dataset_fn`` as each of the WORKERS workers does, for each number of replicas of
-        :func:`replicas_for` (``seed``), and reads what it returns. What crosses: {"not callable": type name} or
-        {"runs": [{"replicas": R, "pipelines": [what _read_pipeline found, per worker]}, ...]}."""
+        :func:`replicas_for` (``seed``), then as each of WIDER_PIPELINES workers (WIDER_REPLICAS in sync), and reads
+        what it returns. What crosses: {"not callable": type name} or {"runs": [{"replicas": R, "pipelines": [what
+        _read_pipeline found, per worker]}, ...], "wider": {"replicas": WIDER_REPLICAS, "pipelines": [...]}}."""
         if not callable(dataset_fn):
             return {"not callable": type(dataset_fn).__name__}
         with quiet_tensorflow():
             return {"runs": [{"replicas": replicas,
                               "pipelines": [_read_pipeline(dataset_fn, replicas, index) for index in range(WORKERS)]}
-                             for replicas in replicas_for(seed)]}
+                             for replicas in replicas_for(seed)],
+                    "wider": {"replicas": WIDER_REPLICAS,
+                              "pipelines": [_read_pipeline(dataset_fn, WIDER_REPLICAS, index, WIDER_PIPELINES)
+                                            for index in range(WIDER_PIPELINES)]}}
 
     def judge(self, data, seed=0):
         """Grades the data of :meth:`collect`: the batch sizes against GLOBAL_BATCH / replicas, the two pipelines'
-        examples against a disjoint cover of the ids, and whether whole batches were sharded."""
+        examples against a disjoint cover of the ids (and the WIDER_PIPELINES pipelines' too: that run is judged for
+        nothing else), and whether whole batches were sharded."""
         fb = Feedback()
         if "not callable" in data:
             fb.wrong(f"dataset_fn should be a function of an InputContext that returns a tf.data.Dataset; got a "
@@ -202,14 +235,20 @@ class DatasetFnForTwoWorkers(Exercise):
                                                    if "Dataset" in str(data["not callable"]) else ""))
             return fb
         runs = data["runs"]
-        if [run["replicas"] for run in runs] != list(replicas_for(seed)):
-            raise ValueError("the answers were read for other numbers of replicas than this check asks for")
+        if [run["replicas"] for run in runs] != list(replicas_for(seed)) or "wider" not in data:
+            raise ValueError("the answers were read in other runs than this check makes")
         if self._judge_unusable(fb, runs):
             return fb
         self._judge_sizes(fb, runs)
         shards = [_judge_shards(run["pipelines"], run["replicas"]) for run in runs]
         sharded = all(kind == "right" for kind, _ in shards)
-        if sharded:
+        wider, wider_details = _judge_wider_cover(data["wider"]) if sharded else (True, "")
+        if sharded and not wider:
+            fb.wrong(f"With {WIDER_PIPELINES} pipelines your shards overlap or miss examples: read the number of "
+                     f"pipelines from input_context. (Called as each of {WIDER_PIPELINES} workers, {wider_details}.)",
+                     answer="Shard with dataset.shard(input_context.num_input_pipelines, "
+                            "input_context.input_pipeline_id).")
+        elif sharded:
             fb.right(f"the two pipelines read disjoint parts ({' and '.join(map(str, shards[0][1]['sizes']))} "
                      f"examples) that together cover all {EXAMPLES} examples", points=2)
         else:
@@ -314,7 +353,9 @@ class DatasetFnForTwoWorkers(Exercise):
 
 # Exercise 2: what each of two workers' copy of a pipeline reads under the default auto-shard policy, AUTO, for the
 # three cases of SHARDING_CASES, each answered with one of the words of READINGS. The chapter runs the same cases with
-# input_ops.auto_shard_dataset(dataset, 2, worker, 2), the function the strategy calls on each worker's copy.
+# input_ops.auto_shard_dataset(dataset, 2, worker, 2), the sharding step the strategy applies to each worker's copy
+# (after it rebatches each global batch into per-replica pieces; the cases are unbatched, so DATA keeps every 2nd
+# element).
 SHARDING_CASES = {  # the exercise's cases, as the notebook lists them
     "four_files": "tf.data.TFRecordDataset([f0, f1, f2, f3]): four TFRecord files of records",
     "mnist_train": 'tfds.load("mnist", split="train", as_supervised=True): MNIST\'s training split, straight from TFDS',
@@ -343,6 +384,14 @@ READING_WORDS = {  # what else a learner may type for each answer (compared in l
 }
 
 
+READING_KEYWORDS = {  # the last resort of _normalize_reading: the answer whose keyword alone the text holds
+    "error": r"\b(error|errors|fails?|raises?|invalidargument\w*)\b",
+    "by element": r"\belement",
+    "by file": r"\bfiles?\b",
+    "everything": r"\b(everything|all)\b",
+}
+
+
 def _plain_words(text):
     """``text`` in lower case, with ``_`` and ``-`` as spaces, spaces collapsed, quotes and a final full stop gone,
     and a leading ``AutoShardPolicy.`` (or ``tf.data.experimental.AutoShardPolicy.``) dropped."""
@@ -356,7 +405,8 @@ _READING_OF = {_plain_words(text): reading for reading, words in READING_WORDS.i
 
 def _normalize_reading(value):
     """One of READINGS from what a learner typed: "by file", " By File ", "FILE", "AutoShardPolicy.DATA",
-    "by element (every 2nd)", "error: worker 0 fails", "every worker reads everything", a menu line copied whole, ...;
+    "by element (every 2nd)", "error: worker 0 fails", "every worker reads everything", a menu line copied whole, ...,
+    or else text that holds the keyword (READING_KEYWORDS) of exactly one answer ("worker 0 errors", "element-wise");
     other text as :func:`_plain_words` gives it, anything else unchanged.
 
     Example:
@@ -369,7 +419,10 @@ def _normalize_reading(value):
     if text in _READING_OF:
         return _READING_OF[text]
     head = re.split(r"[:(;,]", text, maxsplit=1)[0].strip()  # "by element (every 2nd)", "error: worker 0 fails"
-    return _READING_OF.get(head, text)
+    if head in _READING_OF:
+        return _READING_OF[head]
+    found = [reading for reading, keyword in READING_KEYWORDS.items() if re.search(keyword, text)]
+    return found[0] if len(found) == 1 else text  # "error on worker 0", "element-wise"; "all the files": neither
 
 
 def _reference_readings():
@@ -463,7 +516,7 @@ def _reference_log_statements():
                 "folder and deletes it when fit ends (chapter 3 found one event file, the chief's). Its scalars are "
                 "the same all-reduced numbers anyway."),
         (False, "profile_batch counts the training steps from 1 over the whole fit, and the profiler runs once: the "
-                "watch part's fit of 2 epochs of 46 steps left one trace."),
+                "fit of 2 epochs of 46 steps in this chapter's 'Watch' section left one trace."),
         (True, "The callback starts the profiler with logdir=self.log_dir on every worker (chapter 3 read it in "
                "tf_keras's _start_trace); on a cluster each host's trace has a name of its own, and TensorBoard's "
                "profile tab lets you pick the host."),
@@ -478,10 +531,11 @@ def _reference_log_statements():
 LOG_STATEMENT_IDEAS = [  # what to revisit when a statement is judged wrong, in the order of LOG_STATEMENTS (no verdict)
     "whose event files chapter 3 found in the log folder after its two workers' fit, and where the other worker "
     "wrote its summaries",
-    "how many traces the watch part's 2-epoch fit with profile_batch=20 left in plugins/profile",
+    "how many traces the 2-epoch fit with profile_batch=20 in this chapter's 'Watch' section left in plugins/profile",
     "which workers start the profiler, and with which logdir (chapter 3 read tf_keras's _start_trace)",
-    "how many launches of train_function the watch part counted in the MirroredStrategy trace",
-    "how many process rows the watch part's DTensor trace had, and what stood for each device in it",
+    "how many launches of train_function this chapter's 'Watch' section counted in the MirroredStrategy trace",
+    "how many process rows the DTensor trace of this chapter's 'Watch' section had, and what stood for each device in "
+    "it",
 ]
 
 
@@ -489,8 +543,8 @@ class WhereTheLogsGo(Exercise):
     title = "Where the logs go"
     points = 2
     hints = (
-        "Chapter 3 ran the TensorBoard callback on two workers and listed what stayed in the log folder; the watch "
-        "part of this chapter counted the rows, threads and launches of its two traces.",
+        "Chapter 3 ran the TensorBoard callback on two workers and listed what stayed in the log folder; this "
+        "chapter's 'Watch' section counted the rows, threads and launches of its two traces.",
         "Summaries and profiles follow different rules under a multi-worker strategy (chapter 3, 'Where each "
         "worker's TensorBoard logs go'). profile_batch counts steps over the whole fit. A trace draws a process row "
         "per plane: which planes does a machine with only (virtual) CPUs have?",
@@ -521,5 +575,4 @@ class WhereTheLogsGo(Exercise):
         return fb
 
 
-CHAPTER = chapter(9, "Watch, feed and tune a distributed job", [DatasetFnForTwoWorkers, WhoReadsWhat,
-                                                                  WhereTheLogsGo])
+CHAPTER = chapter(9, "Watch and feed a distributed job", [DatasetFnForTwoWorkers, WhoReadsWhat, WhereTheLogsGo])

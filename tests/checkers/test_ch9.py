@@ -83,6 +83,37 @@ def test_ch9_q1_right_for_every_number_of_replicas_the_grader_draws():
     assert ch9.replicas_for(0) == (8, 4) and all(len(set(ch9.replicas_for(seed))) == 2 for seed in range(20))
 
 
+def test_ch9_q1_right_forms_pass_the_run_with_more_pipelines_too():
+    """Every right form reads a disjoint cover of the ids when WIDER_PIPELINES workers call it (the third run)."""
+    q1 = exercises(9).q1
+    for answer in right_answers():
+        data = q1.collect(answer)
+        assert len(data["wider"]["pipelines"]) == ch9.WIDER_PIPELINES == 4
+        assert ch9._judge_wider_cover(data["wider"]) == (True, ""), answer.__name__
+    assert all((EXAMPLES // ch9.WIDER_PIPELINES) % (GLOBAL_BATCH // r) == 0
+               for r in ch9.REPLICA_CHOICES + (ch9.WIDER_REPLICAS,))
+
+
+def test_ch9_q1_number_of_workers_typed_in():
+    """Right with 2 pipelines, but the 2 is typed in: the run with 4 pipelines finds it (an error, an overlap or ids
+    read by no worker), and the disjoint-cover points go."""
+    def shard_by_two(c):
+        return load_examples().shard(2, c.input_pipeline_id).batch(per_replica(c))
+
+    def shard_by_two_modulo(c):
+        return load_examples().shard(2, c.input_pipeline_id % 2).batch(per_replica(c))
+
+    def halves_typed_in(c):
+        return load_examples().skip(320 * c.input_pipeline_id).take(320).batch(per_replica(c))
+
+    for answer, detail in ((shard_by_two, "raised"), (shard_by_two_modulo, "the 4 pipelines share 640 examples."),
+                           (halves_typed_in, "give pipeline 2 no example at all")):
+        result = grade(9, "q1", answer)
+        assert_hint(result, "With 4 pipelines your shards overlap or miss examples",
+                    "read the number of pipelines from input_context", detail, "split before batching", points=2)
+        assert "disjoint parts" not in result.message
+
+
 def test_ch9_q1_batches_by_the_global_batch():
     result = grade(9, "q1", lambda c: shard(c).batch(GLOBAL_BATCH))
     assert_hint(result, "the GLOBAL batch", "ONE replica", points=3)
@@ -212,10 +243,13 @@ def test_ch9_q2_right_in_every_form_the_menu_allows():
                        "tf.data.experimental.AutoShardPolicy.FILE", "per file", "'by file'", "by file.",
                        "by file: worker 0 reads f0, f2; worker 1 reads f1, f3", ch9.READINGS["by file"]],
         "mnist_train": ["ERROR", " error ", "an error", "fails", "a worker fails", "worker 0 fails", "raises",
-                        "InvalidArgumentError", "error: worker 0 fails, worker 1 gets nothing", ch9.READINGS["error"]],
+                        "InvalidArgumentError", "error: worker 0 fails, worker 1 gets nothing", ch9.READINGS["error"],
+                        "error on worker 0", "worker 0 errors", "InvalidArgument", "worker 0 raises an error",
+                        "it fails on worker 0"],
         "in_memory": ["By Element", "by element (every 2nd)", "DATA", "data", "AutoShardPolicy.DATA", "by data",
                       "every 2nd element", "every second element", "elements", "by example", "by record",
-                      "by element: 0, 2, 4, 6 | 1, 3, 5, 7", ch9.READINGS["by element"].upper()],
+                      "by element: 0, 2, 4, 6 | 1, 3, 5, 7", ch9.READINGS["by element"].upper(), "element-wise",
+                      "element wise", "sharded element by element"],
     }
     for case, spellings in forms.items():
         for spelling in spellings:
@@ -223,6 +257,16 @@ def test_ch9_q2_right_in_every_form_the_menu_allows():
     for spelling in ("everything", "Everything", "OFF", "AutoShardPolicy.OFF", "no split", "every worker reads "
                      "everything", "all"):
         assert ch9._normalize_reading(spelling) == "everything", spelling
+    for spelling in ("file-wise", "one file per worker"):
+        assert ch9._normalize_reading(spelling) == "by file", spelling
+
+
+def test_ch9_q2_keywords_decide_only_when_one_answer_matches():
+    """Text that holds the keywords of two answers, or of none, is not read as an answer (and gets the menu)."""
+    for text in ("all the files", "every element of all the data", "error or every element", "worker 1", "auto",
+                 "sharded", "by worker"):
+        assert ch9._normalize_reading(text) not in ch9.READINGS, text
+    assert_hint(grade(9, "q2", dict(READINGS_RIGHT, four_files="all the files")), "answer with one of", points=2)
 
 
 @pytest.mark.parametrize("case, given, fragments", [
@@ -342,10 +386,13 @@ def test_ch9_q3_right_in_every_form():
 
 @pytest.mark.parametrize("index, fragments", [
     (0, ["whose event files chapter 3 found", "Statement 1 is False", "workertemp_<i>/"]),
-    (1, ["how many traces the watch part's 2-epoch fit", "Statement 2 is False", "over the whole fit"]),
+    (1, ["how many traces the 2-epoch fit with profile_batch=20 in this chapter's 'Watch' section",
+         "Statement 2 is False", "over the whole fit"]),
     (2, ["which workers start the profiler", "Statement 3 is True", "logdir=self.log_dir on every worker"]),
-    (3, ["how many launches of train_function", "Statement 4 is True", "ONE function call"]),
-    (4, ["how many process rows the watch part's DTensor trace had", "Statement 5 is False", "/host:CPU"]),
+    (3, ["how many launches of train_function this chapter's 'Watch' section counted", "Statement 4 is True",
+         "ONE function call"]),
+    (4, ["how many process rows the DTensor trace of this chapter's 'Watch' section had", "Statement 5 is False",
+         "/host:CPU"]),
 ])
 def test_ch9_q3_one_statement_wrong_earns_1_point_and_its_idea(index, fragments):
     flipped = list(LOG_TRUTHS)
