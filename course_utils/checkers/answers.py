@@ -14,9 +14,9 @@ import numpy as np
 from ..meshes import UNSHARDED
 
 __all__ = ["UNSHARDED", "as_bool", "as_bool_list", "as_bytes", "as_collective", "as_float", "as_int", "as_number",
-           "as_shape", "checker_mesh", "close",
-           "global_numpy", "grade_items", "is_placeholder", "layout_of", "logical_cpus", "mesh_dims", "on_mesh",
-           "only_ellipses", "quiet_tensorflow", "short_error", "specs"]
+           "as_shape", "checker_mesh", "close", "global_numpy", "grade_items", "grade_statements", "is_placeholder",
+           "layout_of", "logical_cpus", "mesh_dims", "on_mesh", "only_ellipses", "quiet_tensorflow", "short_error",
+           "specs"]
 
 
 def is_placeholder(value, none_is_answer=False):
@@ -103,6 +103,38 @@ def as_bool_list(feedback, answer, count, item, meaning):
         feedback.wrong(f"Give one True/False per {item}: {count} values, not {len(values)}.")
         return None
     return values
+
+
+def grade_statements(feedback, statements, truths, ideas, points_for=None):
+    """Grade a list of True/False answers against ``truths`` (``[(bool, why), ...]``) into ``feedback``.
+
+    Naming a wrong True/False would name its right value, so the feedback counts the wrong ones and
+    names the ``ideas`` to revisit (one per statement); which statements they are, and why, is the
+    answer part (``answer=``, held back where the mode asks).
+
+    Args:
+        points_for: ``{number judged right: points}``; default one point per statement judged right.
+
+    Example:
+        >>> fb = Feedback()
+        >>> grade_statements(fb, [True, "false"], [(True, "..."), (True, "...")], ["idea 1", "idea 2"])
+    """
+    values = as_bool_list(feedback, statements, len(truths), "statement", "True = the statement is true")
+    if values is None:
+        return
+    missing = [i for i, value in enumerate(values, start=1) if value is None]
+    if missing:
+        feedback.wrong(f"statement(s) {missing}: not answered yet (use True or False; the words 'True' and 'False' "
+                       f"do too).")
+    right = [i for i, value in enumerate(values) if value is not None and value == truths[i][0]]
+    wrong = [i for i, value in enumerate(values) if value is not None and value != truths[i][0]]
+    if right:
+        points = len(right) if points_for is None else points_for.get(len(right), 0)
+        feedback.right(f"{len(right)} of the {len(truths)} statements judged right", points=points)
+    if wrong:
+        count = "1 statement is" if len(wrong) == 1 else f"{len(wrong)} statements are"
+        feedback.wrong(f"{count} judged wrong. Revisit: " + "; ".join(ideas[i] for i in wrong) + ".",
+                       answer=" ".join(f"Statement {i + 1} is {truths[i][0]}: {truths[i][1]}" for i in wrong))
 
 
 def as_number(value, percent=False):

@@ -2,7 +2,7 @@
 import json
 import re
 
-from .answers import as_bool_list, as_int, grade_items, is_placeholder
+from .answers import as_int, grade_items, grade_statements, is_placeholder
 from .core import Exercise, Feedback, chapter
 
 # Optional top-level keys of TF_CONFIG that TensorFlow also reads: TFConfigClusterResolver reads 'rpc_layer' and
@@ -345,25 +345,9 @@ class SyncAsync(Exercise):
     )
 
     def grade(self, statements):
-        """One point per statement. Naming a wrong True/False would name its right value, so the feedback counts
-        the wrong ones and names the ideas to revisit; which statements they are is the answer part."""
+        """One point per statement judged right (what the feedback says: :func:`grade_statements`)."""
         fb = Feedback()
-        values = as_bool_list(fb, statements, len(STATEMENTS), "statement", "True = the statement is true")
-        if values is None:
-            return fb
-        missing = [i for i, value in enumerate(values, start=1) if value is None]
-        if missing:
-            fb.wrong(f"statement(s) {missing}: not answered yet (use True or False; the words 'True' and 'False' "
-                     f"do too).")
-        truths = _reference_statements()
-        right = [i for i, value in enumerate(values) if value is not None and value == truths[i][0]]
-        wrong = [i for i, value in enumerate(values) if value is not None and value != truths[i][0]]
-        if right:
-            fb.right(f"{len(right)} of the {len(STATEMENTS)} statements judged right", points=len(right))
-        if wrong:
-            count = "1 statement is" if len(wrong) == 1 else f"{len(wrong)} statements are"
-            fb.wrong(f"{count} judged wrong. Revisit: " + "; ".join(STATEMENT_IDEAS[i] for i in wrong) + ".",
-                     answer=" ".join(f"Statement {i + 1} is {truths[i][0]}: {truths[i][1]}" for i in wrong))
+        grade_statements(fb, statements, _reference_statements(), STATEMENT_IDEAS)
         return fb
 
 

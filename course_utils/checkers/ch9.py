@@ -2,7 +2,7 @@
 import random
 import re
 
-from .answers import as_bool_list, grade_items, is_placeholder, quiet_tensorflow, short_error
+from .answers import grade_items, grade_statements, is_placeholder, quiet_tensorflow, short_error
 from .core import Exercise, Feedback, chapter
 
 # Exercise 1: the learner's dataset_fn, called by the checker as each of two workers calls it, with the InputContext
@@ -551,27 +551,10 @@ class WhereTheLogsGo(Exercise):
     )
 
     def grade(self, statements):
-        """2 points when all statements are judged right, 1 when one is wrong (or unanswered). Naming a wrong
-        True/False would name its right value, so the feedback counts the wrong ones and names the ideas to
-        revisit; which statements they are is the answer part."""
+        """2 points when all statements are judged right, 1 when one is wrong (or unanswered); what the
+        feedback says: :func:`grade_statements`."""
         fb = Feedback()
-        values = as_bool_list(fb, statements, len(LOG_STATEMENTS), "statement", "True = the statement is true")
-        if values is None:
-            return fb
-        missing = [i for i, value in enumerate(values, start=1) if value is None]
-        if missing:
-            fb.wrong(f"statement(s) {missing}: not answered yet (use True or False; the words 'True' and 'False' "
-                     f"do too).")
-        truths = _reference_log_statements()
-        right = [i for i, value in enumerate(values) if value is not None and value == truths[i][0]]
-        wrong = [i for i, value in enumerate(values) if value is not None and value != truths[i][0]]
-        if right:
-            fb.right(f"{len(right)} of the {len(LOG_STATEMENTS)} statements judged right",
-                     points=LOG_POINTS_FOR.get(len(right), 0))
-        if wrong:
-            count = "1 statement is" if len(wrong) == 1 else f"{len(wrong)} statements are"
-            fb.wrong(f"{count} judged wrong. Revisit: " + "; ".join(LOG_STATEMENT_IDEAS[i] for i in wrong) + ".",
-                     answer=" ".join(f"Statement {i + 1} is {truths[i][0]}: {truths[i][1]}" for i in wrong))
+        grade_statements(fb, statements, _reference_log_statements(), LOG_STATEMENT_IDEAS, LOG_POINTS_FOR)
         return fb
 
 

@@ -150,6 +150,26 @@ def test_as_bool_list_reads_booleans_or_says_what_to_give():
         assert fragment in feedback.render()
 
 
+def test_grade_statements_counts_the_wrong_ones_and_holds_back_which():
+    from course_utils.checkers.answers import grade_statements
+    from course_utils.checkers.core import Feedback
+
+    truths = [(True, "why one"), (False, "why two"), (True, "why three")]
+    ideas = ["idea one", "idea two", "idea three"]
+    feedback = Feedback()
+    grade_statements(feedback, [True, "True", None], truths, ideas)
+    assert feedback.points == 1
+    text, graded = feedback.render(), feedback.render(graded=True)
+    assert "statement(s) [3]: not answered yet" in text and "1 statement is judged wrong. Revisit: idea two." in text
+    assert "Statement 2 is False: why two" in text and "why two" not in graded
+    feedback = Feedback()
+    grade_statements(feedback, [True, False, True], truths, ideas, points_for={3: 2})
+    assert feedback.points == 2 and "3 of the 3 statements judged right" in feedback.render()
+    feedback = Feedback()
+    grade_statements(feedback, [True, False], truths, ideas)
+    assert feedback.points == 0 and "3 values, not 2" in feedback.render()
+
+
 def test_as_bytes_rounds_numbers_and_refuses_the_rest():
     from course_utils.checkers.answers import as_bytes
 
