@@ -188,7 +188,7 @@ def test_bad_usage_exits_non_zero(tmp_path, capsys):
     assert grade.main([str(tmp_path / "missing")]) == 2
     assert "is not a folder" in capsys.readouterr().err
     assert grade.main([str(tmp_path), "--timeout", "0"]) == 2
-    assert grade.main([str(tmp_path), "--chapter", "9"]) == 2
+    assert grade.main([str(tmp_path), "--chapter", "10"]) == 2
     assert "graded exercises for chapters" in capsys.readouterr().err
     assert grade.main([str(tmp_path), "--output", str(tmp_path / "missing" / "grades.csv")]) == 2
     assert "cannot write the table" in capsys.readouterr().err
