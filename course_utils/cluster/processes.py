@@ -165,10 +165,13 @@ class TaskProcesses:
     def pids(self):
         """Every process id this cluster ever started (restarts included): check that none is left.
 
+        An id is given to another process once its own has ended, so check that none is still a child
+        of this process rather than that no process has it.
+
         Example:
             >>> cluster.stop()
-            >>> all(not psutil.pid_exists(pid) for pid in cluster.pids)
-            True
+            >>> [pid for pid in cluster.pids if psutil.pid_exists(pid) and psutil.Process(pid).ppid() == os.getpid()]
+            []
         """
         return [p.pid for p in self._every]
 
