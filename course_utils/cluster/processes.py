@@ -156,7 +156,8 @@ class TaskProcesses:
             ValueError: there is no such task, or it is not started by this cluster.
 
         Example:
-            >>> os.kill(cluster.pid("worker", 0), 0)  # raises ProcessLookupError once it is gone
+            >>> cluster.pid("worker", 0) in [p.pid for p in psutil.Process().children()]  # while it runs
+            True
         """
         process = self._latest.get(self._spec.started_task(job, index))
         return None if process is None else process.pid
@@ -165,8 +166,8 @@ class TaskProcesses:
     def pids(self):
         """Every process id this cluster ever started (restarts included): check that none is left.
 
-        An id is given to another process once its own has ended, so check that none is still a child
-        of this process rather than that no process has it.
+        An id can be given to another process or thread once its process has ended and been reaped, so
+        check that none is still a child of this process rather than that no process has it.
 
         Example:
             >>> cluster.stop()
