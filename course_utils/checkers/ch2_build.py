@@ -6,11 +6,13 @@ from .core import Exercise, Feedback
 
 
 # Exercise 4: the learner's whole distributed step, run by the checker on its own strategy, model and data. Its
-# MirroredStrategy has 4 replicas (the notebook's 8) and its batches 24 examples (the notebook's 64): 46 examples make
-# one full batch, split 6, 6, 6, 6, and a last batch of 22, split 6, 6, 6, 4, as experimental_distribute_dataset splits
-# them (a test checks it). The checker builds the two distributed batches itself, with
+# MirroredStrategy has 3 replicas (the notebook's 8) and its batches 18 examples (the notebook's 64): 34 examples make
+# one full batch, split 6, 6, 6, and a last batch of 16, split 6, 6, 4, as experimental_distribute_dataset splits them
+# (a test checks it). The checker builds the two distributed batches itself, with
 # experimental_distribute_values_from_function: making a distributed dataset's iterator was seen to stall for up to
-# 18 s on a busy 2-core machine.
+# 18 s on a busy 2-core machine. Most of a check is tracing the learner's step, once per batch (their shapes differ);
+# each replica is traced in each trace, hence 3 replicas, and the optimizer is built before the step is made, so that
+# its first call creates no variable (a tf.function that creates variables traces twice).
 def _mirrored_with_own_keys(devices, key_base):
     """A MirroredStrategy that numbers its collectives from ``key_base``, so that it neither joins nor reuses the
     collectives of the notebook's own strategies (chapter 2's timing section)."""
@@ -20,8 +22,8 @@ def _mirrored_with_own_keys(devices, key_base):
     return own_keys(devices=list(devices))
 
 
-STEP_REPLICAS, STEP_BATCH, STEP_EXAMPLES = 4, 24, 46
-STEP_SPLITS = ((6, 6, 6, 6), (6, 6, 6, 4))  # per replica, the full batch and the last
+STEP_REPLICAS, STEP_BATCH, STEP_EXAMPLES = 3, 18, 34
+STEP_SPLITS = ((6, 6, 6), (6, 6, 4))  # per replica, the full batch and the last
 STEP_SHAPE = (6, 8, 3)  # features, hidden units and classes of the checker's model
 STEP_RATE = 0.5  # plain SGD: one step changes every variable by -STEP_RATE x its gradient
 STEP_KEY_BASE = 20_000  # the collective numbers of the checker's strategy (see _step_strategy)
@@ -35,7 +37,7 @@ class _StepAnswerError(Exception):
 
 
 def _step_strategy():
-    """The checker's MirroredStrategy over the first 4 logical CPUs, made once per process.
+    """The checker's MirroredStrategy over the first STEP_REPLICAS logical CPUs, made once per process.
 
     Each MirroredStrategy numbers its collectives from the same start, so a second one over another number of devices
     would join the notebook's group with the wrong size (chapter 2's timing section), and a second one over the same
@@ -120,6 +122,7 @@ def _run_train_step(make_train_step, seed):
                                          tf_keras.layers.Dense(hidden, activation="relu"),
                                          tf_keras.layers.Dense(classes)])
             optimizer = tf_keras.optimizers.SGD(learning_rate=STEP_RATE)
+            optimizer.build(model.trainable_variables)  # its variables now, not in the step's first trace
         model.set_weights(start)
         try:
             train_step = make_train_step(strategy, model, optimizer)

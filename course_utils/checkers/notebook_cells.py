@@ -30,39 +30,89 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '# together, and a signature is made from all the arguments; call 7 '
                                       "reuses call 4's trace."},
                    'q3': {'cell': 'ch1-q3',
-                          'call': 'ex.q3.check(grad_w, grad_x)',
-                          'solution': 'w = tf.Variable(2.0)\n'
-                                      'x = tf.constant(3.0)\n'
-                                      'with tf.GradientTape() as tape:\n'
-                                      '    tape.watch(x)\n'
-                                      '    y = w * x ** 2\n'
-                                      'grad_w, grad_x = tape.gradient(y, [w, x])'}}},
+                          'call': 'ex.q3.check(gradients)',
+                          'solution': 'def gradients(f, w, x):\n'
+                                      '    with tf.GradientTape() as tape:\n'
+                                      '        tape.watch(x)  # a constant: watched only when asked\n'
+                                      '        y = f(w, x)\n'
+                                      '    return tape.gradient(y, [w, x])\n'
+                                      '\n'
+                                      '\n'
+                                      'print(gradients(lambda w, x: w * x ** 2, tf.Variable(2.0), '
+                                      'tf.constant(3.0)))  # 9 and 12'},
+                   'q4': {'cell': 'ch1-q4',
+                          'call': 'ex.q4.check(sharded_sum)',
+                          'solution': 'import numpy as np\n'
+                                      '\n'
+                                      'rng = np.random.default_rng(1)\n'
+                                      'example_batch = tf.constant(rng.standard_normal((10, 5)), '
+                                      'tf.float32)\n'
+                                      'example_weights = tf.constant(rng.standard_normal((5, 3)), '
+                                      'tf.float32)\n'
+                                      'example_devices = [cpu_names[5], cpu_names[2], cpu_names[7]]\n'
+                                      'def sharded_sum(batch, weights, devices):\n'
+                                      '    n, rows = len(devices), batch.shape[0]\n'
+                                      '    sizes = [rows // n + (1 if i < rows % n else 0) for i in '
+                                      'range(n)]  # the first shards get the extra rows\n'
+                                      '    partials = []\n'
+                                      '    for device, shard in zip(devices, tf.split(batch, sizes)):\n'
+                                      '        with tf.device(device):\n'
+                                      '            partials.append(tf.reduce_sum(tf.matmul(shard, weights), '
+                                      'axis=0))\n'
+                                      '    with tf.device(devices[0]):\n'
+                                      '        total = tf.add_n(partials)\n'
+                                      '    return total, partials\n'
+                                      '\n'
+                                      '\n'
+                                      'total, partials = sharded_sum(example_batch, example_weights, '
+                                      'example_devices)\n'
+                                      'print("partials ran on", [p.device.split("device:")[-1] for p in '
+                                      'partials], "| total on", total.device.split("device:")[-1])'}}},
  2: {'keras': 'tf_keras',
      'dtensor': False,
      'exercises': {'q1': {'cell': 'ch2-q1',
-                          'call': 'ex.q1.check(strategy, global_batch_size, learning_rate)',
+                          'call': 'ex.q1.check(strategy, training_plan)',
                           'solution': 'PER_REPLICA_BATCH = 64\n'
-                                      'BASE_LEARNING_RATE = 0.01  # SGD with momentum\n'
-                                      'strategy = '
-                                      'tf.distribute.MirroredStrategy(cpus)                               # '
-                                      '8 replicas\n'
-                                      'global_batch_size = PER_REPLICA_BATCH * '
+                                      'BASE_LEARNING_RATE, BASE_BATCH = 0.01, 64  # SGD with momentum, tuned '
+                                      'for batches of 64\n'
+                                      'EXAMPLES = 50_000\n'
+                                      'strategy = tf.distribute.MirroredStrategy(cpus)  # 8 replicas\n'
+                                      '\n'
+                                      '\n'
+                                      'def training_plan(strategy, per_replica_batch, base_learning_rate, '
+                                      'base_batch, examples):\n'
+                                      '    global_batch_size = per_replica_batch * '
                                       'strategy.num_replicas_in_sync\n'
-                                      'learning_rate = BASE_LEARNING_RATE * strategy.num_replicas_in_sync  # '
-                                      '0.01 * 8 = 0.08: 8x the batch, 8x the step'},
+                                      '    learning_rate = base_learning_rate * global_batch_size / '
+                                      'base_batch  # the batch grew that much: so does the step\n'
+                                      '    steps_per_epoch = -(-examples // global_batch_size)  # rounded '
+                                      'up: the last, smaller batch is a step too\n'
+                                      '    return global_batch_size, learning_rate, steps_per_epoch\n'
+                                      '\n'
+                                      '\n'
+                                      'print(training_plan(strategy, PER_REPLICA_BATCH, BASE_LEARNING_RATE, '
+                                      'BASE_BATCH, EXAMPLES))  # (512, 0.08, 98)'},
                    'q2': {'cell': 'ch2-q2',
                           'call': 'ex.q2.check(compute_loss, reduce_op)',
                           'solution': 'GLOBAL_BATCH_SIZE = 64\n'
+                                      'WEIGHT_DECAY = 0.01\n'
                                       'loss_object = tf.keras.losses.SparseCategoricalCrossentropy(\n'
                                       '    from_logits=True, reduction=tf.keras.losses.Reduction.NONE)\n'
                                       '\n'
-                                      'def compute_loss(labels, logits):\n'
+                                      'def compute_loss(labels, logits, kernels):\n'
                                       '    per_example_loss = loss_object(labels, logits)\n'
-                                      '    return tf.nn.compute_average_loss(per_example_loss, '
+                                      '    penalty = WEIGHT_DECAY * '
+                                      'tf.add_n([tf.reduce_sum(tf.square(kernel)) for kernel in kernels])\n'
+                                      "    # The cross-entropy: each replica's share of the global mean. The "
+                                      'penalty: every replica computes all of it on\n'
+                                      '    # the same weights, and the strategy sums their gradients, so '
+                                      'each adds 1/num_replicas of it.\n'
+                                      '    return (tf.nn.compute_average_loss(per_example_loss, '
                                       'global_batch_size=GLOBAL_BATCH_SIZE)\n'
+                                      '            + tf.nn.scale_regularization_loss(penalty))\n'
                                       '\n'
-                                      "reduce_op = tf.distribute.ReduceOp.SUM  # each replica's loss is "
-                                      'already divided by the global batch'},
+                                      "reduce_op = tf.distribute.ReduceOp.SUM  # the replicas' shares add up "
+                                      'to the objective'},
                    'q3': {'cell': 'ch2-q3',
                           'call': 'ex.q3.check(choices)',
                           'solution': 'choices = {\n'
@@ -116,9 +166,10 @@ CHAPTERS = {1: {'keras': 'keras3',
      'exercises': {'q1': {'cell': 'ch3-q1',
                           'call': 'ex.q1.check(tf_config)',
                           'solution': 'tf_config = json.dumps({\n'
-                                      '    "cluster": {"worker": ["localhost:12345", "localhost:12346", '
-                                      '"localhost:12347"]},\n'
-                                      '    "task": {"type": "worker", "index": 2},\n'
+                                      '    "cluster": {"chief": ["localhost:12345"], "worker": '
+                                      '["localhost:12346", "localhost:12347"]},\n'
+                                      '    "task": {"type": "worker", "index": 1},  # the second address of '
+                                      "the 'worker' list (the chief has its own)\n"
                                       '})'},
                    'q2': {'cell': 'ch3-q2',
                           'call': 'ex.q2.check(tf_config)',
@@ -126,9 +177,10 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '    "cluster": {\n'
                                       '        "chief": ["localhost:20000"],\n'
                                       '        "worker": ["localhost:20001", "localhost:20002"],\n'
-                                      '        "ps": ["localhost:20003"],\n'
+                                      '        "ps": ["localhost:20003", "localhost:20004"],\n'
                                       '    },\n'
-                                      '    "task": {"type": "ps", "index": 0},\n'
+                                      '    "task": {"type": "ps", "index": 1},  # the second parameter '
+                                      "server: its index in the 'ps' list\n"
                                       '})'},
                    'q3': {'cell': 'ch3-q3',
                           'call': 'ex.q3.check(answers)',
@@ -167,8 +219,8 @@ CHAPTERS = {1: {'keras': 'keras3',
      'exercises': {'q1': {'cell': 'ch4-q1',
                           'call': 'ex.q1.check(mesh, layout)',
                           'solution': '# Devices are numbered row-major (the last axis varies fastest): with '
-                                      "'model' first, CPU:0-3 sit at model=0.\n"
-                                      'mesh = dtensor.create_mesh([("model", 2), ("batch", 4)], '
+                                      "'model' first, model=q is CPU:2q and CPU:2q+1.\n"
+                                      'mesh = dtensor.create_mesh([("model", 4), ("batch", 2)], '
                                       'devices=cpus)\n'
                                       'U = dtensor.UNSHARDED\n'
                                       'layout = {\n'
@@ -180,24 +232,29 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       "h's order: examples, then units\n"
                                       '}'},
                    'q2': {'cell': 'ch4-q2',
-                          'call': 'ex.q2.check(components)',
-                          'solution': 'x = tf.reshape(tf.range(32, dtype=tf.float32), (4, 8))\n'
-                                      'chapter_mesh = dtensor.create_mesh([("batch", 4), ("model", 2)], '
+                          'call': 'ex.q2.check(pack_by_hand)',
+                          'solution': 'chapter_mesh = dtensor.create_mesh([("batch", 4), ("model", 2)], '
                                       "devices=cpus)  # the chapter's mesh\n"
-                                      'split_layout = dtensor.Layout(["model", "batch"], chapter_mesh)\n'
-                                      'blocks = [tf.split(rows, 4, axis=1) for rows in tf.split(x, 2, '
-                                      'axis=0)]  # blocks[i][j]: rows block i, columns block j\n'
-                                      "# Device order: 'model' (the last mesh axis) varies fastest; 'model' "
-                                      "picks the rows block, 'batch' the columns block.\n"
-                                      'components = [blocks[where["model"]][where["batch"]] for where in '
-                                      'chapter_mesh.local_device_locations()]'},
+                                      'def pack_by_hand(x, layout):\n'
+                                      '    mesh = layout.mesh\n'
+                                      '    blocks = []\n'
+                                      "    for where in mesh.local_device_locations():  # device i's "
+                                      "coordinates, in the mesh's device order\n"
+                                      '        block = x\n'
+                                      '        for axis, spec in enumerate(layout.sharding_specs):\n'
+                                      '            if spec != dtensor.UNSHARDED:  # split this axis over '
+                                      "that mesh axis; keep this device's piece\n"
+                                      '                block = tf.split(block, mesh.dim_size(spec), '
+                                      'axis=axis)[where[spec]]\n'
+                                      '        blocks.append(block)\n'
+                                      '    return dtensor.pack(blocks, layout)'},
                    'q3': {'cell': 'ch4-q3',
                           'call': 'ex.q3.check(shard_shapes, copies)',
-                          'solution': '# A sharded axis is divided by its mesh axis; copies = product of the '
-                                      'mesh axes the layout leaves out.\n'
-                                      'shard_shapes = {"a": (2, 12), "b": (8, 6), "c": (4, 3), "d": (8, '
-                                      '12)}\n'
-                                      'copies = {"a": 2, "b": 4, "c": 1, "d": 8}'},
+                          'solution': '# A sharded axis is divided by its mesh axis (batch 2, model 4); '
+                                      'copies = product of the mesh axes the layout leaves out.\n'
+                                      'shard_shapes = {"a": (4, 12, 16), "b": (8, 3, 8), "c": (2, 12, 16), '
+                                      '"d": (8, 12, 16)}\n'
+                                      'copies = {"a": 4, "b": 1, "c": 2, "d": 8}'},
                    'q4': {'cell': 'ch4-q4',
                           'call': 'ex.q4.check(collectives)',
                           'solution': '# A collective is needed exactly when some device holds only part of '
@@ -233,8 +290,9 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       "'model' (4 devices)\n"
                                       '    "b_sent": dw_term + 1024 * dx_per_example,    # 16 MiB + 12 MiB; '
                                       'the forward product sends nothing\n'
-                                      '    "even_at": (a_sent - dw_term) / dx_per_example,   # 4096: below '
-                                      'it (b) sends less, above it (a) does\n'
+                                      '    "even_at": (a_sent - dw_term) / dx_per_example,   # 4096\n'
+                                      '    "below": "b",                         # (b)\'s traffic grows with '
+                                      "N from 16 MiB; (a)'s is 64 MiB at any N\n"
                                       '}'},
                    'q6': {'cell': 'ch4-q6',
                           'call': 'ex.q6.check(sharded_product)',
