@@ -6,7 +6,7 @@ from .answers import UNSHARDED, as_bytes, as_int, as_shape, grade_items, is_plac
 from ..costs import matmul_cost
 from .core import Exercise, Feedback, chapter
 from .ch4_build import BudgetProduct, read_collective
-from .ch4_layouts import MESH, MeshAndLayout, PackByHand, by_label
+from .ch4_layouts import MeshAndLayout, PackByHand, by_label
 
 def unit_slip(raw, right):
     """What is wrong when ``raw`` is the number of bytes ``right`` written in MiB, KiB or MB (rounded to three
@@ -65,7 +65,6 @@ class ShardShapes(Exercise):
         sizes = dict(SHARD_MESH)
         devices = math.prod(sizes.values())
         swapped_sizes = {"batch": sizes["model"], "model": sizes["batch"]}
-        chapter_sizes = dict(MESH)
         shards = _reference_shards()
         for key, layout_specs in SHARD_LAYOUTS.items():
             shape, copy = shards[key]
@@ -97,9 +96,6 @@ class ShardShapes(Exercise):
             elif given_copies != copy and given_copies == devices // copy:
                 why.append(f"{given_copies} is the number of DIFFERENT pieces; the question asks how many devices "
                            f"hold each one")
-            elif given_copies != copy and copy != 1 and given_copies == math.prod(
-                    chapter_sizes[spec] for spec in sizes if spec not in layout_specs):
-                why.append("that is the number of copies on the chapter's mesh: on this one the axes have other sizes")
             elif given_copies != copy:
                 why.append(f"{given_copies} copies is not {devices} devices / the number of distinct shards")
             if why:

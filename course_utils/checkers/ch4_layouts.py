@@ -7,8 +7,6 @@ from ..meshes import mesh_text
 from .core import Exercise, Feedback
 from .reach import tools_used_by
 
-MESH = [("batch", 4), ("model", 2)]  # the chapter's mesh (exercises 2 to 4 use it)
-
 
 def by_label(answer, labels, aliases=None):
     """``answer`` with the keys that name one of ``labels`` in another spelling ('A', '(a)', ' a ', 'A_Held',
@@ -280,14 +278,14 @@ def _collect_pack(pack_by_hand, case, seed):
     try:
         out = pack_by_hand(tf.constant(_pack_data(case, seed)), _pack_layout(case))
     except Exception as err:
-        return {"error": short_error(err)}
+        return {"error": short_error(err).split(" Input tensor is:")[0]}  # not the DTensor's dump
     layout = layout_of(out) if isinstance(out, tf.Tensor) else None
     if layout is not None:
         return {"specs": specs(layout), "mesh": [list(dim) for dim in mesh_dims(layout.mesh)],
                 "blocks": [block.numpy() for block in dtensor.unpack(out)]}
     if isinstance(out, (list, tuple)) and out and all(hasattr(block, "shape") for block in out):
         return {"blocks": [global_numpy(block) for block in out], "unpacked": True}
-    return {"returned": type(out).__name__}
+    return {"returned": "a tensor that is not a DTensor" if isinstance(out, tf.Tensor) else f"a {type(out).__name__}"}
 
 
 def _reference_pack_blocks(case, seed):
@@ -327,7 +325,7 @@ def _judge_pack_case(found, case, seed):
     if "error" in found:
         return f"{head} pack_by_hand raised {found['error']}", ""
     if "returned" in found:
-        return f"{head} pack_by_hand returned a {found['returned']}; return the DTensor dtensor.pack gives.", ""
+        return f"{head} pack_by_hand returned {str(found['returned'])[:60]}; return the DTensor dtensor.pack gives.", ""
     expected, where = _reference_pack_blocks(case, seed)
     blocks = [np.asarray(b) for b in found["blocks"]]
     answer = _judge_pack_answer(case, where)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from course_utils.checkers import ch2, ch2_build, exercises
+from course_utils.checkers import ch2, ch2_build, ch2_loss, ch2_plan, exercises
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
@@ -80,10 +80,10 @@ def test_ch2_q1_typed_numbers_do_not_pass(cpus8):
 
 
 def test_ch2_q1_cases_come_from_the_seed():
-    cases = [ch2._plan_cases(seed) for seed in range(20)]
+    cases = [ch2_plan._plan_cases(seed) for seed in range(20)]
     assert len({tuple(c) for c in cases}) > 15
     for drawn in cases:
-        assert [case[0] for case in drawn] == list(ch2.PLAN_REPLICAS)
+        assert [case[0] for case in drawn] == list(ch2_plan.PLAN_REPLICAS)
         assert drawn[0][1] == drawn[0][3] and all(case[3] != case[1] for case in drawn[1:])  # tuned for another batch
         assert all(case[4] % (case[0] * case[1]) for case in drawn)  # every epoch ends with a smaller batch
 
@@ -95,7 +95,7 @@ def _loss_fns():
     none = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=tf_keras.losses.Reduction.NONE)
     auto = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     probs = tf_keras.losses.SparseCategoricalCrossentropy(reduction=tf_keras.losses.Reduction.NONE)
-    G, decay = ch2.GLOBAL_BATCH, ch2.WEIGHT_DECAY
+    G, decay = ch2_loss.GLOBAL_BATCH, ch2_loss.WEIGHT_DECAY
 
     def penalty(kernels):
         return decay * tf.add_n([tf.reduce_sum(tf.square(k)) for k in kernels])
@@ -590,14 +590,14 @@ def test_ch2_data_of_another_seed_does_not_score(name, cpus8):
     assert forged.points < forged.max_points, str(forged)
 
 
-@pytest.mark.parametrize("module, cls, name", [("ch2", "BatchAndLearningRate", "q1"), ("ch2", "LossScaling", "q2"),
+@pytest.mark.parametrize("module, cls, name", [("ch2_plan", "BatchAndLearningRate", "q1"), ("ch2_loss", "LossScaling", "q2"),
                                                ("ch2_build", "DistributedStep", "q4")])
 def test_ch2_stripped_copy_collects_what_the_grader_judges(module, cls, name, cpus8):
     from course_utils.checkers import exercises
 
     # One checker strategy per process, as in a sandbox (which holds only the stripped copy): a second strategy with
     # the same collective numbers in this process would reuse the numbers of the first one's collectives.
-    sandbox_side = stripped_exercise(module, cls, 2, name, shared=("_STRATEGY_CACHE", "_KERNELS", "_PLAN_STRATEGIES", "_STEP_STRATEGIES"))
+    sandbox_side = stripped_exercise(module, cls, 2, name, shared=("_CHECKER_STRATEGIES", "_KERNELS"))
     assert not hasattr(sandbox_side, "_judge_strategy") and not hasattr(sandbox_side, "_judge_loss")
     text = sandbox_side.export(*_solutions(name, cpus8), seed=7)
     assert_correct(getattr(exercises(2), name).judge_export(text, seed=7))
@@ -616,5 +616,18 @@ def test_ch2_the_sandbox_copy_states_no_answer():
     assert module.SCENARIOS == ch2.SCENARIOS and list(module.SCENARIOS) == list(strategies)
     for key, text in module.SCENARIOS.items():  # only the scenarios' text: no strategy in it
         assert isinstance(text, str) and strategies[key] not in text, key
-    for cls in module.CHAPTER.exercises:  # DistributedStep comes from the real ch2_build here
+    for cls in module.CHAPTER.exercises:  # the other exercises come from the real ch2_plan, ch2_loss, ch2_build here
         assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls)))
+
+
+@pytest.mark.parametrize("name, gone", [
+    ("ch2_plan", ("_reference_plan", "_reference_plan_slips")),
+    ("ch2_loss", ("_reference_losses", "_reference_objective")),
+])
+def test_ch2_the_sandbox_copies_of_exercises_1_and_2_state_no_answer(name, gone):
+    module, undefined = sandbox_copy(name)
+    assert not undefined
+    for function in gone:
+        assert not hasattr(module, function), function
+    for cls in (getattr(module, c) for c in ("BatchAndLearningRate", "LossScaling") if hasattr(module, c)):
+        assert cls.hints and hasattr(cls, "collect") and not {"grade", "judge"} & set(vars(cls))

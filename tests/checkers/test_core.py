@@ -88,7 +88,7 @@ def test_solution_and_summary_print(capsys):
     ex.q3.solution()
     ex.summary()
     out = capsys.readouterr().out
-    assert 'shard_shapes = {"a": (2, 12)' in out and "Total:" in out
+    assert 'shard_shapes = {"a": (4, 12, 16)' in out and "Total:" in out
     assert "ex.q1.check(mesh, layout)" in repr(ex)
 
 

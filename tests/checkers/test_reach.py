@@ -120,3 +120,28 @@ def test_the_tools_cross_with_the_answers(tool_module, monkeypatch):
     assert loads(text)["tools"] == ["reveal"]
     monkeypatch.setattr(reach, "learner_namespace", lambda: {})
     assert exercise.judge_export(text).points == 0  # judged from the export, not from the judge's own names
+
+
+def test_in_a_kernel_the_notebooks_names_are_the_shells(tmp_path):
+    """In IPython (a notebook's kernel, and the grader's kernels), the namespace is the shell's user namespace: a tool
+    imported by a cell is in reach there, and nothing the checker imports is. Run in a child process, so that no
+    IPython shell is left in this one."""
+    import subprocess
+
+    script = tmp_path / "kernel.py"
+    script.write_text(
+        "import sys, types\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "module = types.ModuleType('course_tools_for_tests')\n"
+        "exec('def reveal(x):\\n    return x\\n', module.__dict__)\n"
+        "sys.modules[module.__name__] = module\n"
+        "from course_utils.checkers import reach\n"
+        "shell = InteractiveShell.instance()\n"
+        "print(reach.tools_in_reach(['course_tools_for_tests:reveal']))\n"
+        "from course_tools_for_tests import reveal  # the script's own import: not the notebook's\n"
+        "print(reach.tools_in_reach(['course_tools_for_tests:reveal']))\n"
+        "shell.run_cell('from course_tools_for_tests import reveal as peek')\n"
+        "print(reach.tools_in_reach(['course_tools_for_tests:reveal']))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["[]", "[]", "['reveal']"], out.stdout
