@@ -6,7 +6,8 @@ output goes to a log file, every process has a time limit, and no process outliv
 leaving the ``with`` block, an exception, a KeyboardInterrupt, the garbage collector, the end of
 the Python process and even a crash of the notebook kernel all end them. With
 ``network="namespaces"`` (Linux, as root) every task runs on a "host" of its own: a network
-namespace with its own address on a virtual bridge.
+namespace with its own address on a virtual bridge. :class:`SlurmCluster` starts a real Slurm
+cluster on this machine (as root), each node on such a "host" of its own.
 
 One concern a module:
 
@@ -20,16 +21,20 @@ One concern a module:
 - ``namespaces``: ``TaskNetwork``, the bridge, namespaces and cables of ``network="namespaces"``;
 - ``watchdog``: the thread that kills processes at their time limit;
 - ``waiting``: ``wait`` and ``wait_until_ready``, with errors that end with the logs;
+- ``slurm``: the batch script of a Slurm job, and the ``TF_CONFIG`` each task builds;
+- ``slurm_cluster``: :class:`SlurmCluster`, munged, slurmctld and a slurmd per node (chapter 11);
+- ``kubernetes``: the TFJob manifest of a Kubeflow job, and the ``TF_CONFIG`` of each pod;
 - ``errors``: :class:`ClusterError`, :class:`TaskFailedError`, :class:`ClusterTimeoutError`,
-  :class:`NetworkNamespaceError`.
+  :class:`NetworkNamespaceError`, :class:`SlurmClusterError`.
 
 Example:
     >>> with LocalCluster("worker.py", {"worker": 2}, timeout=60) as cluster:
     ...     print(cluster.tf_config("worker", 0))
     ...     exit_codes = cluster.wait()
 """
-from .errors import ClusterError, ClusterTimeoutError, NetworkNamespaceError, TaskFailedError
+from .errors import ClusterError, ClusterTimeoutError, NetworkNamespaceError, SlurmClusterError, TaskFailedError
 from .local_cluster import LocalCluster
+from .slurm_cluster import SlurmCluster
 from .spec import Task, find_free_ports
 from .task_env import dtensor_env
 
@@ -38,6 +43,8 @@ __all__ = [
     "ClusterTimeoutError",
     "LocalCluster",
     "NetworkNamespaceError",
+    "SlurmCluster",
+    "SlurmClusterError",
     "Task",
     "TaskFailedError",
     "dtensor_env",

@@ -18,6 +18,16 @@ _TF_INFO_LINE = re.compile(
 )
 
 
+def without_tf_info(text):
+    """``text`` without TensorFlow's C++ info lines and start-up notices (the lines of ``_TF_INFO_LINE``).
+
+    Example:
+        >>> without_tf_info("I0000 00:00:1712345678.123456   4242 cpu_feature_guard.cc:210] ...\nEpoch 1/3")
+        'Epoch 1/3'
+    """
+    return "\n".join(line for line in text.splitlines() if not _TF_INFO_LINE.match(line))
+
+
 class TaskLogs:
     """The log folder of a cluster, with one file per started task: ``<job>-<index>.log``.
 
@@ -75,9 +85,7 @@ class TaskLogs:
         """
         path = self.log_path(job, index)
         text = path.read_text(errors="replace") if path.exists() else ""
-        lines = text.splitlines()
-        if hide_tf_info:
-            lines = [line for line in lines if not _TF_INFO_LINE.match(line)]
+        lines = (without_tf_info(text) if hide_tf_info else text).splitlines()
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
         return "\n".join(lines)
