@@ -31,7 +31,7 @@ from .errors import NetworkNamespaceError
 
 PREFIX = "tfc"
 NETNS_DIR = "/run/netns"  # where `ip netns add` keeps the namespaces it makes
-_CAPABILITIES = {12: "CAP_NET_ADMIN", 21: "CAP_SYS_ADMIN"}  # bits of CapEff in /proc/self/status
+CAPABILITIES = {12: "CAP_NET_ADMIN", 21: "CAP_SYS_ADMIN"}  # bits of CapEff in /proc/self/status
 _NAMESPACE = re.compile(rf"{PREFIX}-([0-9a-f]{{6}})-(\d+)-")
 _BRIDGE = re.compile(rf"{PREFIX}([0-9a-f]{{6}})br")
 _TAG = re.compile(rf"{PREFIX}-?([0-9a-f]{{6}})")
@@ -71,11 +71,11 @@ def check_permitted():
     if ip is None:
         raise NetworkNamespaceError("network='namespaces' needs the `ip` command (iproute2), which is not "
                                     "installed. Install it (apt-get install iproute2) or use network='localhost'.")
-    missing = [name for bit, name in _CAPABILITIES.items() if not effective_capabilities() >> bit & 1]
+    missing = [name for bit, name in CAPABILITIES.items() if not effective_capabilities() >> bit & 1]
     if missing:
         raise NetworkNamespaceError(
             f"network='namespaces' makes network namespaces, a bridge and virtual cables, which takes "
-            f"{' and '.join(_CAPABILITIES.values())}; this Python (user id {os.geteuid()}) lacks "
+            f"{' and '.join(CAPABILITIES.values())}; this Python (user id {os.geteuid()}) lacks "
             f"{' and '.join(missing)}. {ADVICE}")
     return ip
 
@@ -88,7 +88,8 @@ def _ip_json(ip, *args):
     return json.loads(result.stdout) if result.stdout.strip() else []
 
 
-def _owner_is_dead(pid):
+def owner_is_dead(pid):
+    """Whether no process has the id ``pid`` (the owner of a network, or of a Slurm cluster's folder, is gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -129,7 +130,7 @@ def remove_leftovers(ip):
         bridge, owner = _BRIDGE.fullmatch(link["ifname"]), _ALIAS_PID.fullmatch(link.get("ifalias", ""))
         if bridge and owner:
             owners[bridge[1]] = int(owner[1])
-    stale = {tag for tag, pid in owners.items() if _owner_is_dead(pid)}
+    stale = {tag for tag, pid in owners.items() if owner_is_dead(pid)}
     _remove(ip, [link["ifname"] for link in links if _tag(link["ifname"]) in stale],
             [name for name in namespaces if _tag(name) in stale])
     return stale, set(owners) - stale

@@ -27,8 +27,9 @@ import time
 import weakref
 from pathlib import Path
 
-from .errors import ClusterTimeoutError, NetworkNamespaceError, SlurmClusterError
-from .namespaces import TaskNetwork, _owner_is_dead
+from . import namespaces
+from .errors import ClusterTimeoutError, SlurmClusterError
+from .namespaces import TaskNetwork, owner_is_dead
 from .process_group import kill_and_reap, kill_group, launch_program
 from .spec import Task, find_free_ports
 
@@ -36,7 +37,7 @@ __all__ = ["SlurmCluster"]
 # The programs, each with Debian's package that has it.
 PROGRAMS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client",
             "srun": "slurm-client", "sinfo": "slurm-client", "squeue": "slurm-client", "scontrol": "slurm-client",
-            "scancel": "slurm-client", "unshare": "util-linux"}
+            "scancel": "slurm-client", "unshare": "util-linux", "ip": "iproute2"}
 SBIN = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 APT_INSTALL = ("printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && "
                "apt-get update && apt-get install -y --no-install-recommends {packages}")
@@ -70,20 +71,21 @@ def find_programs():
 
 
 def check_permitted():
-    """Raise :class:`SlurmClusterError` unless this process may start the cluster (Linux, namespaces, programs).
+    """The programs' paths (:func:`find_programs`) if this process may start a cluster: Linux, root, the packages.
 
     Raises:
         SlurmClusterError: not Linux, not permitted to make namespaces (not root), or a package missing; the
             message says what to change.
     """
-    from . import namespaces
-
-    try:
-        namespaces.check_permitted()
-    except NetworkNamespaceError as error:
-        reason = str(error).split(". Use network=")[0].split(" Use network=")[0]
-        raise SlurmClusterError(f"SlurmCluster runs each Slurm node in namespaces of its own, which takes root "
-                                f"(CAP_NET_ADMIN and CAP_SYS_ADMIN). {reason} {_ADVICE}") from None
+    if not sys.platform.startswith("linux"):
+        raise SlurmClusterError(f"SlurmCluster runs each Slurm node in Linux namespaces, and this is {sys.platform}. "
+                                f"{_ADVICE}")
+    capabilities = namespaces.effective_capabilities()
+    missing = [name for bit, name in namespaces.CAPABILITIES.items() if not capabilities >> bit & 1]
+    if missing:
+        raise SlurmClusterError(f"SlurmCluster starts Slurm's daemons as root, each node in namespaces of its own, "
+                                f"which takes {' and '.join(namespaces.CAPABILITIES.values())}; this Python (user id "
+                                f"{os.geteuid()}) lacks {' and '.join(missing)}. {_ADVICE}")
     return find_programs()
 
 
@@ -130,7 +132,7 @@ def _remove_leftover_folders():
     :class:`~course_utils.cluster.namespaces.TaskNetwork` deletes their networks)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*-*"):
         owner = folder.name[len(FOLDER_PREFIX):].split("-")[0]
-        if owner.isdigit() and _owner_is_dead(int(owner)):
+        if owner.isdigit() and owner_is_dead(int(owner)):
             shutil.rmtree(folder, ignore_errors=True)
 
 
