@@ -45,6 +45,7 @@ def cluster():
 
 @needs_slurm
 def test_every_node_is_idle_and_a_host_of_its_own(cluster, tmp_path):
+    cluster.wait_until_idle(timeout=30)  # after another test's job, its nodes are "completing" for a moment
     assert cluster.run("sinfo", "--noheader", "--Node", "--format=%N %t").split() == ["node1", "idle", "node2", "idle"]
     answers = cluster.run("srun", "--nodes=2", "--label", "bash", "-c",
                           'echo "$(hostname) $(hostname -I) $(getent hosts node1 node2 | wc -l)"', cwd=tmp_path)

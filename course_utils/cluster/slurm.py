@@ -12,6 +12,7 @@ jobs take the ranks in the resolver's order (job names alphabetically: ``chief``
 import json
 import os
 import re
+import runpy
 import shlex
 import sys
 
@@ -212,7 +213,8 @@ def check_gpus(expected, visible, environ=None):
 
 def main(argv=None):
     """``python -m course_utils.cluster.slurm --jobs '{"worker": 2}' [--port-base N] [--gpus-per-node G] SCRIPT
-    [ARGS]``: check that this task sees G GPUs (if G > 0), then run SCRIPT with this Slurm task's ``TF_CONFIG``."""
+    [ARGS]``: check that this task sees G GPUs (if G > 0), then run SCRIPT, in this process, with this Slurm task's
+    ``TF_CONFIG``."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m course_utils.cluster.slurm")
@@ -227,7 +229,11 @@ def main(argv=None):
 
         check_gpus(options.gpus_per_node, tf.config.list_physical_devices("GPU"))
     os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(options.jobs, options.port_base))
-    os.execv(sys.executable, [sys.executable, options.script, *options.args])
+    # Run the script in this process, as `python SCRIPT ARGS` would: TensorFlow, imported above for Slurm's list
+    # syntax, is imported once per task, not once here and again in a new process.
+    sys.argv = [options.script, *options.args]
+    sys.path[0] = os.path.dirname(os.path.abspath(options.script))
+    runpy.run_path(options.script, run_name="__main__")
 
 
 if __name__ == "__main__":

@@ -250,7 +250,7 @@ class SlurmCluster:
         self._finalizer = weakref.finalize(self, _end, self._processes, self._network, self._folder)
         try:
             self._start_daemons()
-            self._wait_until_idle()
+            self.wait_until_idle()
         except BaseException:
             self.stop()
             raise
@@ -296,8 +296,8 @@ class SlurmCluster:
             exited = [p for p in self._processes if p.poll() is not None]
             if exited or time.monotonic() > end:
                 why = "a daemon exited" if exited else f"not within {timeout or self.start_timeout:.0f} s"
-                raise SlurmClusterError(f"The Slurm cluster did not start: waited for {what}, and {why}.\n"
-                                        f"{self.daemon_logs()}")
+                raise SlurmClusterError(f"Waited for {what}, and {why} (sinfo: {self._node_states() or 'no answer'})."
+                                        f"\n{self.daemon_logs()}")
             time.sleep(0.1)
 
     def _node_states(self):
@@ -305,9 +305,15 @@ class SlurmCluster:
                                 env=self.client_env, capture_output=True, text=True)
         return dict(line.split() for line in result.stdout.splitlines()) if result.returncode == 0 else {}
 
-    def _wait_until_idle(self):
+    def wait_until_idle(self, timeout=None):
+        """Wait until ``sinfo`` shows every node idle (a job's nodes are ``completing`` for a moment after it ends).
+
+        Raises:
+            SlurmClusterError: a daemon exited, or not within ``timeout`` seconds (default ``start_timeout``); the
+                message ends with the daemons' logs.
+        """
         self._wait_for(lambda: self._node_states() == {name: "idle" for name in self.node_names},
-                       f"every node to be idle in sinfo (last seen: {self._node_states() or 'no answer'})")
+                       "every node to be idle in sinfo", timeout)
 
     def stop(self):
         """Stop the daemons (SIGTERM, SIGKILL after 5 s) and every job's processes; delete the network and folder.
