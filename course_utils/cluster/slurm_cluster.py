@@ -198,8 +198,7 @@ class SlurmCluster:
         self.node_names = [f"node{i}" for i in range(1, nodes + 1)]
         self._nodes = {name: Task("node", i) for i, name in enumerate(self.node_names, start=1)}
         self._network = self._folder = None
-        self._processes = []
-        self._finalizer = None
+        self._addresses, self._processes, self._finalizer = {}, [], None
 
     # ----------------------------------------------------------------- where things are
     @property
@@ -215,9 +214,7 @@ class SlurmCluster:
     @property
     def addresses(self):
         """``{node name: address}`` on the bridge while the cluster runs; ``{}`` before."""
-        if self._network is None:
-            return {}
-        return {name: self._network.assign(list(self._nodes.values()))[task] for name, task in self._nodes.items()}
+        return dict(self._addresses) if self._folder is not None else {}
 
     @property
     def client_env(self):
@@ -264,12 +261,13 @@ class SlurmCluster:
         key = folder / "munge.key"
         key.write_bytes(os.urandom(128))
         key.chmod(0o600)
-        hosts = [f"127.0.0.1 localhost", f"{self._network.bridge_address} {self.controller}"]
-        hosts += [f"{addresses[task]} {name}" for name, task in self._nodes.items()]
+        self._addresses = {name: addresses[task] for name, task in self._nodes.items()}
+        hosts = ["127.0.0.1 localhost", f"{self._network.bridge_address} {self.controller}"]
+        hosts += [f"{address} {name}" for name, address in self._addresses.items()]
         (folder / "hosts").write_text("\n".join(hosts) + "\n")
-        nodes = {name: addresses[task] for name, task in self._nodes.items()}
         (folder / "slurm.conf").write_text(_slurm_conf(folder, self.controller, self._network.bridge_address,
-                                                       find_free_ports(1)[0], nodes, self.cpus, self.memory_mb))
+                                                       find_free_ports(1)[0], self._addresses, self.cpus,
+                                                       self.memory_mb))
         env = {"PATH": SBIN, "SLURM_CONF": str(folder / "slurm.conf")}
         # --force: run although the folder is private to root (munged would like its socket's folder open to all)
         self._launch("munged", [programs["munged"], "--foreground", "--force", f"--socket={folder}/munge.socket",
