@@ -316,10 +316,10 @@ def _judge_packs_mistake(sizes, bytes_per_pack, given):
                 "TensorFlow packs (and runs) the reversed list: the last layer's gradients first.")
     if given == forward or given == list(reversed(forward)):
         return ("the packs are cut in the model's order.", "TensorFlow reverses the gradients before it packs them.")
-    if bytes_per_pack == 0:
-        return ("bytes_per_pack=0 is a special case.", "0 means one pack: all gradients in one all-reduce.")
     if isinstance(given, list) and sum(given) == 4 * sum(sizes):
         return ("the sizes are in bytes; give them in floats (4 bytes each).", "")
+    if bytes_per_pack == 0:
+        return ("bytes_per_pack=0 is a special case.", "0 means one pack: all gradients in one all-reduce.")
     if isinstance(given, list) and sum(given) == sum(sizes):
         return ("every float is in a pack, but the packs are cut elsewhere: a pack is closed once it holds MORE than "
                 "bytes_per_pack bytes (not as much).", f"Here the packs are {right}.")
