@@ -197,9 +197,6 @@ def _judge_run(run, workers, examples, batch_size):
             problems.append((f"{short} batch(es) were shorter than batch_size={batch_size}: each service worker "
                              f"batches the examples it was given, and its last batch is short.",
                              "Batch with drop_remainder=True, on the service or on each trainer after distribute."))
-        elif sizes == [1] or max(sizes) < batch_size and not short:
-            problems.append((f"the batches held {sizes} examples, not batch_size={batch_size}.",
-                             "Batch by the batch_size argument."))
         else:
             problems.append((f"the batches held {sizes} examples, not batch_size={batch_size}: use the argument, "
                              f"not a number of your own.", ""))
