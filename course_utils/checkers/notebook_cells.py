@@ -740,4 +740,42 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       'one <host name>.xplane.pb each\n'
                                       '              True,   # 4. one function call holds all 8 replicas\n'
                                       '              False]  # 5. one /host:CPU row; each virtual device is '
-                                      'threads in it'}}}}
+                                      'threads in it'}}},
+ 12: {'keras': 'tf_keras',
+      'dtensor': False,
+      'exercises': {'q1': {'cell': 'ch12-q1',
+                           'call': 'ex.q1.check(deliveries)',
+                           'solution': 'deliveries = {"parallel_epochs, a job per trainer": 6,    # each '
+                                       "trainer's job: every example once per service worker (3)\n"
+                                       '              "parallel_epochs, one shared job": 3,       # one job '
+                                       'makes 3 copies; the 2 trainers split them\n'
+                                       '              "distributed_epoch, a job per trainer": 2,  # each '
+                                       "trainer's job: every example once\n"
+                                       '              "distributed_epoch, one shared job": 1}     # one job, '
+                                       'every example once, split between the trainers'},
+                    'q2': {'cell': 'ch12-q2',
+                           'call': 'ex.q2.check(trainer_dataset)',
+                           'solution': 'def trainer_dataset(examples, service, batch_size):\n'
+                                       '    # Each service worker batches the splits it gets: drop its short '
+                                       'last batch (fewer than batch_size per worker).\n'
+                                       '    batches = examples.batch(batch_size, drop_remainder=True)\n'
+                                       '    # distributed_epoch: every example once; one job_name for all '
+                                       'trainers: they split that one epoch.\n'
+                                       '    return '
+                                       'batches.apply(tf.data.experimental.service.distribute("distributed_epoch", '
+                                       'service, job_name="train"))'},
+                    'q3': {'cell': 'ch12-q3',
+                           'call': 'ex.q3.check(pack_sizes)',
+                           'solution': 'def pack_sizes(gradient_floats, bytes_per_pack):\n'
+                                       '    if bytes_per_pack == 0:  # 0: one all-reduce of everything\n'
+                                       '        return [sum(gradient_floats)]\n'
+                                       '    packs, pack_bytes = [], 0\n'
+                                       "    for floats in reversed(gradient_floats):  # the last layer's "
+                                       'gradients first\n'
+                                       '        if not packs or pack_bytes > bytes_per_pack:  # a pack is '
+                                       'closed once it holds more than bytes_per_pack\n'
+                                       '            packs.append(0)\n'
+                                       '            pack_bytes = 0\n'
+                                       '        packs[-1] += floats\n'
+                                       '        pack_bytes += 4 * floats  # float32\n'
+                                       '    return packs'}}}}

@@ -14,6 +14,8 @@ One concern a module:
 - ``local_cluster``: :class:`LocalCluster`, which makes the parts below and hands each call on;
 - ``spec``: :class:`Task`, :func:`find_free_ports`, the tasks, their addresses and TF_CONFIG;
 - ``task_env``: checking ``env`` and ``task_env``, and :func:`dtensor_env`;
+- ``data_service``: :func:`data_service_env` and :func:`dispatcher_target`, for a tf.data service
+  (a dispatcher and workers) run as a cluster;
 - ``logs``: the log folder, and reading logs without TensorFlow's info lines;
 - ``processes``: starting, restarting, killing and stopping the tasks' processes;
 - ``process_group``: one process that dies with its parent (and joins its namespace), killing
@@ -32,6 +34,7 @@ Example:
     ...     print(cluster.tf_config("worker", 0))
     ...     exit_codes = cluster.wait()
 """
+from .data_service import data_service_env, dispatcher_target
 from .errors import ClusterError, ClusterTimeoutError, NetworkNamespaceError, SlurmClusterError, TaskFailedError
 from .local_cluster import LocalCluster
 from .slurm_cluster import SlurmCluster
@@ -47,6 +50,8 @@ __all__ = [
     "SlurmClusterError",
     "Task",
     "TaskFailedError",
+    "data_service_env",
+    "dispatcher_target",
     "dtensor_env",
     "find_free_ports",
 ]
