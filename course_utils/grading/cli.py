@@ -156,7 +156,9 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
         (2, 'correct', 'bwrap')
     """
     from course_utils.checkers import CHAPTER_MODULES, chapter_definition
-    from course_utils.checkers.notebook_cells import CHAPTERS
+    from course_utils.checkers.core import notebook_cells
+
+    chapters = notebook_cells()
 
     mode = resolve_sandbox(sandbox)[0]
     try:
@@ -167,7 +169,7 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
         nb = parse_notebook(data)
     except NotANotebook as err:
         return _not_graded(submission, f"not a readable notebook ({str(err)[:100]})", sandbox=mode), ""
-    answer_cells = {number: {e["cell"] for e in CHAPTERS[number]["exercises"].values()} for number in CHAPTER_MODULES}
+    answer_cells = {number: {e["cell"] for e in chapters[number]["exercises"].values()} for number in CHAPTER_MODULES}
     number, chapter_note = identify_chapter(nb, answer_cells, chapter)
     flags = suspicious_code(nb) + ([chapter_note] if chapter_note else [])
     if number is None:
@@ -176,7 +178,7 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
     if number not in CHAPTER_MODULES:
         return _not_graded(submission, f"chapter {number} has no graded exercises", number, "; ".join(flags),
                            mode), ""
-    cells = CHAPTERS[number]
+    cells = chapters[number]
     max_points = chapter_definition(number).max_points()
     checks = [{"exercise": name, "cell": cells["exercises"][name]["cell"], "max_points": points}
               for name, points in max_points.items()]
