@@ -27,6 +27,26 @@ def test_the_front_page_links_every_chapter_with_its_readme_summary_and_slides()
     assert ":caption: Solutions" in pages.front_page(ROOT, ["notebooks", "exercises", "solutions"])
 
 
+def test_every_chapter_gets_its_readme_summary_on_the_front_page_two_digit_numbers_too(tmp_path):
+    text = pages.front_page(ROOT, ["notebooks", "exercises"])
+    readme = (ROOT / "README.md").read_text()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        summary = re.search(rf"^\| {int(path.stem[:2])} \| `{path.stem}` \| (.+) \|$", readme, re.M).group(1)
+        assert f"minutes | {summary} |" in text, path.stem
+    rows = "| 9 | `09_nine` | nine |\n| 10 | `10_ten` | ten |\n| 12 | `12_twelve` | twelve |\n"
+    assert pages.CHAPTER_ROW.findall(rows) == [("9", "09_nine", "nine"), ("10", "10_ten", "ten"),
+                                               ("12", "12_twelve", "twelve")]
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.course]\nrepository = "a/b"\n')
+    (tmp_path / "README.md").write_text("# Course\n\nIntro.\n\n## The chapters\n\n" + rows)
+    for name in ("10_ten", "11_eleven"):
+        nbformat.write(notebook(("md", f"# {name}\n**Time:** about 20 minutes")), tmp_path / "notebooks" / f"{name}.ipynb")
+    with pytest.raises(pages.PageError, match=r"notebooks/11_eleven.ipynb has no row in README.md's chapter table; "
+                                              r"add one: \| 11 \| `11_eleven` \|"):
+        pages.front_page(tmp_path, ["notebooks"])
+
+
 def test_a_notebook_without_a_title_is_named(tmp_path):
     path = tmp_path / "untitled.ipynb"
     nbformat.write(notebook(("md", "no heading"), ("code", "1")), path)

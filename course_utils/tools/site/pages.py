@@ -9,7 +9,7 @@ import nbformat
 
 from ..checkout import course_config
 
-CHAPTER_ROW = re.compile(r"^\| (\d) \| `(\w+)` \| (.+) \|$", re.M)  # a row of the README's chapter table
+CHAPTER_ROW = re.compile(r"^\| (\d+) \| `(\w+)` \| (.+) \|$", re.M)  # a row of the README's chapter table
 
 
 class PageError(ValueError):
@@ -47,7 +47,11 @@ def notebook_minutes(path):
 
 def front_page(root, folders):
     """The Markdown of the front page: the README's introduction, the chapter table (each title a link, the
-    README's one-line summary), how to run the course, and the table of contents of every page."""
+    README's one-line summary), how to run the course, and the table of contents of every page.
+
+    Raises:
+        PageError: a chapter has no row in the README's chapter table (:data:`CHAPTER_ROW`).
+    """
     readme = (root / "README.md").read_text(encoding="utf-8")
     intro = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
     intro = re.sub(r" \(see \[[^]]+\]\(#[^)]+\)\)", "", intro)  # links to README sections the site lacks
@@ -55,7 +59,10 @@ def front_page(root, folders):
     rows = []
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         title = notebook_title(path)
-        summary = summaries.get(path.stem, "")
+        summary = summaries.get(path.stem)
+        if not summary:
+            raise PageError(f"notebooks/{path.name} has no row in README.md's chapter table; add one: "
+                            f"| {int(path.stem[:2])} | `{path.stem}` | what the chapter teaches |")
         rows.append(f"| [{title}](notebooks/{path.stem}.ipynb) | {notebook_minutes(path)} minutes | {summary} | "
                     f'<a href="slides/{path.stem}.slides.html">slides</a> |')
     exercises = "exercise notebooks (with the worked solutions)" if "solutions" in folders else "exercise notebooks"
