@@ -72,7 +72,8 @@ def handout_package(package_dir, destination):
         FileExistsError: ``destination/course_utils`` exists already.
 
     Example:
-        >>> copy = handout_package(Path("course_utils"), Path(tempfile.mkdtemp()))
+        >>> import course_utils, tempfile
+        >>> copy = handout_package(Path(course_utils.__file__).parent, Path(tempfile.mkdtemp()))
         >>> "def judge" in (copy / "checkers" / "ch6.py").read_text()
         False
     """
