@@ -12,6 +12,8 @@ A maintainer tool: it works on a clone of the course (see :mod:`course_utils.too
 - Generates ``course_utils/checkers/notebook_cells.json`` from the solution notebooks (package data
   the checkers load): for each exercise, the cell that checks it, its check call, and its solution
   code (what ``ex.qN.solution()`` prints). The solution notebooks are the one source of solution code.
+- Writes the facts of ``README.md`` and ``docs/*.md`` between their markers (:mod:`course_utils.tools.docs`): the
+  counts, defaults, versions and plans the pages state are computed, not typed.
 - Strips outputs, execution counts and personal metadata.
 
 With ``--verify`` nothing is written; the exit status is 1 and the stale files are listed when
@@ -29,6 +31,7 @@ import nbformat
 
 from course_utils.checkers.core import CELLS_FILE
 from course_utils.tools.checkout import checkout_root, course_config
+from course_utils.tools.docs import fill_page, page_paths
 from course_utils.notebook_setup import KERAS_MODES, setup_source
 from course_utils.tools.site.slides import mark_slides
 
@@ -172,7 +175,8 @@ def stamp(nb, relative_path, config):
 
 
 def expected_files(root):
-    """Map each generated path to its expected text: the stamped notebooks and ``notebook_cells.json``."""
+    """Map each generated path to its expected text: the stamped notebooks, ``notebook_cells.json`` and the pages
+    (``README.md``, ``docs/*.md``) with their facts written in."""
     config = course_config(root)
     notebooks, chapters = {}, {}
     for folder in ("notebooks", "solutions"):
@@ -188,6 +192,8 @@ def expected_files(root):
         notebooks[target] = stamp(make_exercise(solution), target.relative_to(root).as_posix(), config)
     files = {path: nbformat.writes(nb) + "\n" for path, nb in notebooks.items()}
     files[root / CELLS_PATH] = cells_file_text(chapters)
+    for path in page_paths(root):
+        files[path] = fill_page(path.read_text(encoding="utf-8"), path, root)
     return files
 
 
@@ -223,7 +229,7 @@ def main(argv=None):
             print("Out of date (run `python3 course.py build`):", *stale, *[f"{o} (no solution)" for o in orphans],
                   sep="\n  ")
             return 1
-        print("All notebooks are up to date.")
+        print("All notebooks, exercises and pages are up to date.")
         return 0
     print(f"Wrote {len(stale)} file(s)." + (f" Exercises without a solution: {orphans}" if orphans else ""))
     if args.graded_handouts:
