@@ -115,7 +115,7 @@ def chapter_tests(number, root=ROOT):
         sys.exit(f"--chapter {number}: notebooks/ has no {number:02d}_*.ipynb.")
     main = [path for path in notebooks if path.startswith("notebooks/")]
     main += [path for path in [f"tests/checkers/test_ch{number}.py"] if (root / path).is_file()]
-    main += [f"{GRADER_TEST}[{number}]" for path in notebooks if path.startswith("solutions/")]
+    main += [f"{GRADER_TEST}[{number}]"] if any(path.startswith("solutions/") for path in notebooks) else []
     return {"main": main, "colab": [f"{COLAB_TEST}[{path}]" for path in notebooks]}
 
 

@@ -13,7 +13,7 @@ itself (``isinstance``, ``pytest.raises``, a string), it imports it inside the t
 """
 import importlib
 
-UNSHARDED = "unsharded"  # dtensor.UNSHARDED, as the sharding specs of module-level constants need it (checked below)
+UNSHARDED = "unsharded"  # dtensor.UNSHARDED, for module-level sharding specs (tests/test_test_session.py checks it)
 
 
 class lazy:

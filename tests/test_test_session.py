@@ -48,3 +48,22 @@ def test_the_session_stops_before_collecting_when_kernels_would_test_another_che
     assert done.returncode == 4 and f"a kernel started in notebooks/ imports it from {other}" in done.stderr, \
         done.stdout[-2000:] + done.stderr[-2000:]
     assert "test_mesh_text" not in done.stdout  # nothing was collected
+
+
+def test_a_lazy_name_imports_its_object_on_first_use_and_forwards_calls_and_assignments(monkeypatch):
+    import types
+
+    import lazy as lazy_module
+
+    module = types.ModuleType("course_lazy_probe")
+    module.answer = lambda: 42
+    monkeypatch.setitem(sys.modules, "course_lazy_probe", module)
+    probe, answer = lazy_module.lazy("course_lazy_probe"), lazy_module.lazy("course_lazy_probe.answer")
+    assert probe._lazy_target is None and answer() == 42 and probe.answer is module.answer
+    monkeypatch.setattr(probe, "answer", lambda: 7)  # patches the module itself, and is undone after the test
+    assert module.answer() == 7
+    for probed in ("__test__", "_mock_name"):  # what pytest's collection asks every object: never imported for
+        assert getattr(lazy_module.lazy("course_no_such_module"), probed, None) is None
+    from tensorflow.experimental import dtensor
+
+    assert lazy_module.UNSHARDED == dtensor.UNSHARDED

@@ -4,9 +4,9 @@ The pages are the notebooks as they are in the repository (copied into a staging
 front page, :mod:`.pages`, and the pages of ``docs/``, :mod:`.markdown`), rendered by Sphinx with MyST-NB, and a
 reveal.js slide deck per chapter (:mod:`.slides`). The chapters are executed first (:mod:`.execution`), each once,
 into a cache in ``_site/cache``: a rebuild re-runs only the chapters whose code or helpers changed, and a cell that
-raises stops the build with the notebook and the cell named. ``--executed FOLDER`` takes the chapters the test run executed
-(``test-artifacts/executed``) where their code is the chapter's, and executes only the others. Exercises and
-solutions are pages to run, not run here.
+raises stops the build with the notebook and the cell named. ``--executed FOLDER`` takes the chapters the test run
+executed (``test-artifacts/executed``) where their code is the chapter's, and executes only the others. Exercises
+and solutions are pages to run, not run here.
 
 Example:
     python3 course.py site                 # _site/html/index.html

@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 
 from ..checkout import course_config
+from ...checkers import registry
 
 CHAPTER_ROW = re.compile(r"^\| (\d+) \| `(\w+)` \| (.+) \|$", re.M)  # a row of the README's chapter table
 
@@ -54,8 +55,6 @@ def front_page(root, folders, docs=()):
     Raises:
         PageError: a chapter has no row in the README's chapter table (:data:`CHAPTER_ROW`).
     """
-    from course_utils.checkers import registry
-
     readme = (root / "README.md").read_text(encoding="utf-8")
     intro = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
     summaries = {name: summary for _, name, summary in CHAPTER_ROW.findall(readme)}
@@ -147,7 +146,7 @@ def number_span(numbers):
             runs[-1][1] = n
         else:
             runs.append([n, n])
-    words = [word for a, b in runs for word in ([f"{a}–{b}"] if b > a + 1 else sorted({str(a), str(b)}, key=int))]
+    words = [word for a, b in runs for word in ([f"{a}–{b}"] if b > a + 1 else map(str, range(a, b + 1)))]
     return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else words[0]
 
 
