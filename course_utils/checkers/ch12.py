@@ -369,4 +369,5 @@ class PackTheGradients(Exercise):
         return fb
 
 
-CHAPTER = chapter(12, "Practice at scale", [WhatThreeWorkersDeliver, FeedThreeTrainers, PackTheGradients])
+CHAPTER = chapter(12, "Practice at scale", {
+    "q1": WhatThreeWorkersDeliver, "q2": FeedThreeTrainers, "q3": PackTheGradients})

@@ -29,8 +29,8 @@ One concern a module:
 - ``errors``: :class:`ClusterError`, :class:`TaskFailedError`, :class:`ClusterTimeoutError`,
   :class:`NetworkNamespaceError`, :class:`SlurmClusterError`.
 
-Example:
-    >>> with LocalCluster("worker.py", {"worker": 2}, timeout=60) as cluster:
+Example (not run by the doctests: it needs a worker script; tests/test_cluster.py runs clusters):
+    >>> with LocalCluster("worker.py", {"worker": 2}, timeout=60) as cluster:  # doctest: +SKIP
     ...     print(cluster.tf_config("worker", 0))
     ...     exit_codes = cluster.wait()
 """

@@ -36,9 +36,9 @@ class TaskLogs:
         log_dir: the folder, made if missing; None makes a new temporary folder, deleted with
             its logs when this object is garbage-collected or Python exits (a folder you pass stays).
 
-    Example:
-        >>> logs = TaskLogs(spec, None)
-        >>> logs.log_path("worker", 0).name
+    Example (not run by the doctests: it needs a cluster's spec):
+        >>> logs = TaskLogs(spec, None)  # doctest: +SKIP
+        >>> logs.log_path("worker", 0).name  # doctest: +SKIP
         'worker-0.log'
     """
 
@@ -62,8 +62,8 @@ class TaskLogs:
         Raises:
             ValueError: there is no such started task.
 
-        Example:
-            >>> cluster.log_path("worker", 0).name
+        Example (not run by the doctests: it needs a cluster):
+            >>> cluster.log_path("worker", 0).name  # doctest: +SKIP
             'worker-0.log'
         """
         task = self._spec.started_task(job, index)
@@ -80,8 +80,8 @@ class TaskLogs:
         Raises:
             ValueError: there is no such started task.
 
-        Example:
-            >>> print(cluster.log("worker", 0, tail=20))
+        Example (not run by the doctests: it needs a running cluster):
+            >>> print(cluster.log("worker", 0, tail=20))  # doctest: +SKIP
         """
         path = self.log_path(job, index)
         text = path.read_text(errors="replace") if path.exists() else ""

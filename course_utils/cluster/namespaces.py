@@ -60,8 +60,8 @@ def check_permitted():
         NetworkNamespaceError: this is not Linux, ``ip`` (iproute2) is missing, or the process
             lacks CAP_NET_ADMIN or CAP_SYS_ADMIN; the message says what to change.
 
-    Example:
-        >>> check_permitted()
+    Example (not run by the doctests: its answer depends on the machine):
+        >>> check_permitted()  # doctest: +SKIP
         '/usr/sbin/ip'
     """
     if not sys.platform.startswith("linux"):
@@ -116,8 +116,8 @@ def _tag(name):
 def remove_leftovers(ip):
     """Remove the networks whose owner process is gone (a killed Python); return their tags and the tags in use.
 
-    Example:
-        >>> remove_leftovers("/usr/sbin/ip")
+    Example (not run by the doctests: it changes the machine's network namespaces):
+        >>> remove_leftovers("/usr/sbin/ip")  # doctest: +SKIP
         ({'3fa9c2'}, {'b71e04'})
     """
     links = _ip_json(ip, "link", "show")
@@ -167,8 +167,8 @@ def in_namespace(path, function):
     Raises:
         OSError: the thread could not join the namespace; whatever ``function`` raised.
 
-    Example:
-        >>> listener = in_namespace("/run/netns/tfc-3fa9c2-4242-worker-1", lambda: socket.create_server(("10.57.3.3", 0)))
+    Example (not run by the doctests: it needs a network namespace):
+        >>> listener = in_namespace("/run/netns/tfc-3fa9c2-4242-worker-1", lambda: socket.create_server(("10.57.3.3", 0)))  # doctest: +SKIP
     """
     outcome = {}
 
@@ -225,14 +225,14 @@ class TaskNetwork:
     Raises:
         NetworkNamespaceError: namespaces are not permitted here; the message says what to change.
 
-    Example:
-        >>> network = TaskNetwork()
-        >>> network.assign([Task("worker", 0), Task("worker", 1)])
+    Example (not run by the doctests: it makes network namespaces, as root):
+        >>> network = TaskNetwork()  # doctest: +SKIP
+        >>> network.assign([Task("worker", 0), Task("worker", 1)])  # doctest: +SKIP
         {Task(job='worker', index=0): '10.57.3.2', Task(job='worker', index=1): '10.57.3.3'}
-        >>> network.create()
-        >>> network.namespace_path(Task("worker", 0))
+        >>> network.create()  # doctest: +SKIP
+        >>> network.namespace_path(Task("worker", 0))  # doctest: +SKIP
         '/run/netns/tfc-3fa9c2-4242-worker-0'
-        >>> network.delete()
+        >>> network.delete()  # doctest: +SKIP
     """
 
     def __init__(self):
@@ -273,8 +273,8 @@ class TaskNetwork:
             ValueError: the task has no namespace, or the network does not exist now (the cluster
                 stopped: read it before leaving the ``with`` block).
 
-        Example:
-            >>> network.bytes_sent(Task("worker", 0))
+        Example (not run by the doctests: it needs a running cluster's network):
+            >>> network.bytes_sent(Task("worker", 0))  # doctest: +SKIP
             31542377
         """
         namespace = self.namespace(task)

@@ -51,8 +51,8 @@ def launch(python, script, args, environ, log_file, netns=None):
         The ``subprocess.Popen``; its process group id is its pid, so :func:`kill_group` reaches
         the processes it starts too.
 
-    Example:
-        >>> with open("worker-0.log", "ab") as log_file:
+    Example (not run by the doctests: it starts a worker script):
+        >>> with open("worker-0.log", "ab") as log_file:  # doctest: +SKIP
         ...     process = launch(sys.executable, "worker.py", [], dict(os.environ), log_file)
     """
     return subprocess.Popen(

@@ -39,7 +39,9 @@ def slurm_tf_config(jobs, port_base=2222, environ=None):
             which.
 
     Example:
-        >>> slurm_tf_config({"worker": 2})   # in task 1 of `srun --nodes=2 --ntasks-per-node=1` on node[9-10]
+        >>> step = {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "node[9-10]",
+        ...         "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}  # task 1 of `srun --nodes=2 --ntasks-per-node=1`
+        >>> slurm_tf_config({"worker": 2}, environ=step)
         {'cluster': {'worker': ['node9:2222', 'node10:2222']}, 'task': {'type': 'worker', 'index': 1}}
     """
     from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
