@@ -4,7 +4,9 @@ The tests need root and the packages (``.ci/run`` installs them); elsewhere they
 refusals, which are tested everywhere. Chapter 11 (run by nbval) submits chapter 3's real MWMS job to such a cluster
 and asserts both workers' results; these tests give the batch script a stand-in ``python`` that needs no TensorFlow,
 so that its failure and requeue paths cost seconds: a failed task ends the step, the loop starts it again, a
-requeued job runs the script again with new log names. Then what stopping leaves behind, and what a killed Python does.
+requeued job runs the script again with new log names, a job submitted with --export=NONE still gives its tasks what
+the script set; and what --exclusive gives without --mem=0. Then what stopping leaves behind, and what a killed Python
+does.
 """
 import json
 import os
@@ -19,8 +21,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_utils.cluster import SlurmCluster, SlurmClusterError, namespaces
+from course_utils.cluster import NetworkNamespaceError, SlurmCluster, SlurmClusterError, namespaces
 from course_utils.cluster import slurm_cluster
+from course_utils.cluster.slurm_cluster import job_tres
 from course_utils.cluster.slurm import slurm_batch_script
 
 
@@ -80,7 +83,7 @@ def test_the_batch_script_sets_what_its_tasks_need_ends_a_failed_step_and_surviv
     cluster.run("scontrol", "requeue", job_id)
     job = cluster.wait(job_id, timeout=120)
     assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1"
-    assert f"mem={2 * cluster.memory_mb}M" in job["TRES"], "--mem=0 gave the job all of both nodes' memory"
+    assert job_tres(job)["mem"] == 2 * cluster.memory_mb, "--mem=0 gave the job all of both nodes' memory"
 
     logs = {path.name.split(f"-{job_id}")[1]: path.read_text() for path in tmp_path.glob(f"stand-in-{job_id}*.log")}
     assert set(logs) == {".log", "-run0-task0-start1.log", "-run0-task0-start2.log", "-run0-task1-start1.log",
@@ -94,6 +97,34 @@ def test_the_batch_script_sets_what_its_tasks_need_ends_a_failed_step_and_surviv
     batch = logs[".log"]  # both runs, appended
     assert "task 1: Exited with exit code 3" in batch and "task 0: Terminated" in batch, batch
     assert "start 1 of the step failed" in batch and "DUE TO JOB REQUEUE" in batch, batch
+
+
+@needs_slurm
+def test_the_tasks_get_the_scripts_environment_also_when_the_job_is_submitted_with_export_none(cluster, tmp_path):
+    # A site that submits with --export=NONE (SBATCH_EXPORT=NONE): srun would pass that on to the step, and the tasks
+    # would get neither the script's PATH nor its variables, but for the script's srun --export=ALL.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text('#!/bin/bash\necho "$SLURM_PROCID keras=$TF_USE_LEGACY_KERAS data=$TFDS_DATA_DIR"\n')
+    (bin_dir / "python").chmod(0o755)
+    script = tmp_path / "job.sh"
+    script.write_text(slurm_batch_script({"worker": 2}, "train.py", name="no-export", attempts=1,
+                                         setup=f"export PATH={bin_dir}:$PATH", env={"TFDS_DATA_DIR": "/data"}))
+    job_id = int(cluster.run("sbatch", "--parsable", "--export=NONE", script, cwd=tmp_path).strip())
+    job = cluster.wait(job_id, timeout=60)
+    logs = {task: (tmp_path / f"no-export-{job_id}-run0-task{task}-start1.log").read_text() for task in (0, 1)}
+    assert job["JobState"] == "COMPLETED", (logs, (tmp_path / f"no-export-{job_id}.log").read_text())
+    assert [logs[task].split() for task in (0, 1)] == [["0", "keras=1", "data=/data"], ["1", "keras=1", "data=/data"]]
+
+
+@needs_slurm
+def test_exclusive_alone_gets_the_default_memory_and_mem_0_all_of_it(cluster, tmp_path):
+    jobs = {how: int(cluster.run("sbatch", "--parsable", "--nodes=2", "--exclusive", *how, "--output=/dev/null",
+                                 "--wrap", "true", cwd=tmp_path).strip()) for how in [(), ("--mem=0",)]}
+    got = {how: job_tres(cluster.wait(job_id, timeout=60)) for how, job_id in jobs.items()}
+    assert got[()]["cpu"] == got[("--mem=0",)]["cpu"] == 2 * cluster.cpus, "--exclusive: every CPU of both nodes"
+    default = 2 * cluster.cpus * (cluster.memory_mb // cluster.cpus // 2)  # DefMemPerCPU for every CPU of both nodes
+    assert got[()]["mem"] == default < got[("--mem=0",)]["mem"] == 2 * cluster.memory_mb
 
 
 @needs_slurm
