@@ -152,6 +152,21 @@ def test_bad_options_and_a_stopped_cluster_say_what_to_change():
             SlurmCluster(nodes=1).run("sinfo")
 
 
+def test_a_network_that_cannot_be_made_leaves_no_folder_and_no_cluster_that_seems_to_run(monkeypatch):
+    def no_network():
+        raise NetworkNamespaceError("no free subnet")
+
+    monkeypatch.setattr(slurm_cluster, "check_permitted", lambda: {})  # as if root, with the packages
+    monkeypatch.setattr(slurm_cluster, "TaskNetwork", no_network)
+    folders = lambda: set(Path(tempfile.gettempdir()).glob(f"{slurm_cluster.FOLDER_PREFIX}{os.getpid()}-*"))
+    before, cluster = folders(), SlurmCluster(nodes=2)
+    with pytest.raises(NetworkNamespaceError, match="no free subnet"):
+        cluster.start()
+    assert cluster.folder is None and folders() == before
+    with pytest.raises(SlurmClusterError, match="not running: start it first"):
+        cluster.run("sinfo")
+
+
 def test_without_root_or_the_packages_the_error_says_what_to_change(monkeypatch, tmp_path):
     monkeypatch.setattr(namespaces, "effective_capabilities", lambda: 0)
     with pytest.raises(SlurmClusterError, match="takes CAP_NET_ADMIN and CAP_SYS_ADMIN; this Python .* lacks "

@@ -270,14 +270,16 @@ class SlurmCluster:
         """Make the network, start the daemons, wait until every node is idle; return the cluster (nothing if running).
 
         Raises:
+            NetworkNamespaceError: the nodes' network cannot be made (nothing was started).
             SlurmClusterError: a daemon exited or the nodes were not idle within ``start_timeout`` seconds; the
                 message ends with the daemons' logs. Whatever was started is stopped again.
         """
         if self._folder is not None:
             return self
         _remove_leftover_folders()
+        network = TaskNetwork()  # makes nothing yet; raises NetworkNamespaceError where it cannot, before the folder
         self._folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
-        self._network = TaskNetwork()
+        self._network = network
         self._finalizer = weakref.finalize(self, _end, self._processes, self._network, self._folder)
         try:
             self._start_daemons()
