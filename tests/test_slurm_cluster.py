@@ -191,11 +191,25 @@ cluster.run("sbatch", "--nodes=2", "--output=/dev/null", "--wrap", "srun sleep 3
 while "RUNNING" not in cluster.run("squeue", "--noheader", "--format=%T"):
     time.sleep(0.2)
 time.sleep(1)  # the step's sleeps start
-descendants = psutil.Process().children(recursive=True)
-print(json.dumps({"pids": [p.pid for p in descendants], "names": [p.name() for p in descendants],
-                  "folder": str(cluster.folder)}), flush=True)
+descendants = []
+for process in psutil.Process().children(recursive=True):
+    try:
+        descendants.append((process.pid, process.create_time(), process.name()))
+    except psutil.NoSuchProcess:  # a short-lived helper of slurmd's
+        pass
+print(json.dumps({"processes": [(pid, created) for pid, created, _ in descendants],
+                  "names": [name for _, _, name in descendants], "folder": str(cluster.folder)}), flush=True)
 time.sleep(600)
 """
+
+
+def still_running(pid, created):
+    """Whether the process ``pid`` that started at ``created`` (not a later one with its id) runs, not a zombie."""
+    try:
+        process = psutil.Process(pid)
+        return process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def leftovers_of(pid):
@@ -215,8 +229,7 @@ def test_stopping_and_a_killed_python_leave_nothing_behind(tmp_path):
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     assert started["names"].count("sleep") == 2 and started["names"].count("slurmd") == 2, started["names"]
-    alive = lambda: [pid for pid in started["pids"] if psutil.pid_exists(pid)
-                     and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    alive = lambda: [pid for pid, created in started["processes"] if still_running(pid, created)]
     deadline = time.monotonic() + 10
     while alive() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -225,8 +238,7 @@ def test_stopping_and_a_killed_python_leave_nothing_behind(tmp_path):
     children_before = {p.pid for p in psutil.Process().children()}
     with SlurmCluster(nodes=1) as cluster:  # starting removes what the killed Python left
         assert leftovers_of(owner.pid) == [] and len(leftovers_of(os.getpid())) >= 2
-        daemons = [p.pid for p in psutil.Process().children() if p.pid not in children_before]
+        daemons = [p for p in psutil.Process().children() if p.pid not in children_before]
         folder = cluster.folder
     assert len(daemons) == 3  # munged, slurmctld, one slurmd
-    assert not folder.exists() and not [pid for pid in daemons if psutil.pid_exists(pid)
-                                        and psutil.Process(pid).ppid() == os.getpid()]
+    assert not folder.exists() and not [p for p in daemons if p.is_running()]  # ended and reaped (no zombie)
