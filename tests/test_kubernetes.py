@@ -119,6 +119,7 @@ def test_a_gpu_job_asks_for_its_gpus_mounts_shared_memory_and_spreads_its_pods_o
         assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
         assert pod["topologySpreadConstraints"] == [{
             "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "nodeTaintsPolicy": "Honor",  # a node the pods may not use (tainted) does not count in the skew
             "labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": "test-tfjob"}}}]
     cpu_pod = manifest(shared_memory=None)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
     assert "limits" not in cpu_pod["containers"][0]["resources"]

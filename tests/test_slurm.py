@@ -70,17 +70,28 @@ def test_the_batch_script_starts_a_failed_step_again(tmp_path, failures, exit_co
     assert run.stderr.count("of the step failed") == min(failures, 3)
 
 
+def test_the_setup_runs_before_set_u_which_some_activation_scripts_do_not_survive(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/bash\ntrue\n")
+    (bin_dir / "srun").chmod(0o755)
+    batch = tmp_path / "job.sh"  # a setup that reads a variable nobody set, as some `module` and conda scripts do
+    batch.write_text(slurm_batch_script({"worker": 2}, "mwms_worker.py", setup='[ -z "$A_VARIABLE_NOBODY_SET" ]'))
+    run = subprocess.run(["bash", str(batch)], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+
 def test_the_batch_script_takes_whole_nodes_and_runs_the_script_with_its_tf_config(tmp_path):
     text = slurm_batch_script({"worker": 2}, "mwms_worker.py", args=["out dir"], setup="module load tensorflow",
                               env={"TFDS_DATA_DIR": "/shared/my data"})
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n#SBATCH --mem=0\n" in text
     assert "#SBATCH --requeue\n" in text and "#SBATCH --open-mode=append\n" in text and "gpu" not in text
     # the script, not the submitting shell, sets what the tasks need: the Keras choice and env
-    assert "set -euo pipefail\nmodule load tensorflow\n" in text
+    assert "set -eo pipefail\nmodule load tensorflow\nset -u " in text  # the setup runs before set -u
     assert "\nexport TF_USE_LEGACY_KERAS=1\nexport TFDS_DATA_DIR='/shared/my data'\n" in text
     assert "\nrun=${SLURM_RESTART_COUNT:-0}" in text
     srun = next(line for line in text.splitlines() if "srun " in line)
-    assert "srun --kill-on-bad-exit=1 --output=%x-%j-run$run-task%t-start$attempt.log python" in srun
+    assert "srun --export=ALL --kill-on-bad-exit=1 --output=%x-%j-run$run-task%t-start$attempt.log python" in srun
     assert "course_utils.cluster.slurm --jobs '{\"worker\": 2}'" in srun
     assert srun.endswith("mwms_worker.py 'out dir'; then exit 0; fi")
     assert "export TF_USE_LEGACY_KERAS=0\n" in slurm_batch_script({"worker": 2}, "x.py", keras="keras3")

@@ -4,7 +4,9 @@ The tests need root and the packages (``.ci/run`` installs them); elsewhere they
 refusals, which are tested everywhere. Chapter 11 (run by nbval) submits chapter 3's real MWMS job to such a cluster
 and asserts both workers' results; these tests give the batch script a stand-in ``python`` that needs no TensorFlow,
 so that its failure and requeue paths cost seconds: a failed task ends the step, the loop starts it again, a
-requeued job runs the script again with new log names. Then what stopping leaves behind, and what a killed Python does.
+requeued job runs the script again with new log names, a job submitted with --export=NONE still gives its tasks what
+the script set; and what --exclusive gives without --mem=0. Then what stopping leaves behind, and what a killed Python
+does.
 """
 import json
 import os
@@ -19,8 +21,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from course_utils.cluster import SlurmCluster, SlurmClusterError, namespaces
+from course_utils.cluster import NetworkNamespaceError, SlurmCluster, SlurmClusterError, namespaces
 from course_utils.cluster import slurm_cluster
+from course_utils.cluster.slurm_cluster import job_tres
 from course_utils.cluster.slurm import slurm_batch_script
 
 
@@ -80,7 +83,7 @@ def test_the_batch_script_sets_what_its_tasks_need_ends_a_failed_step_and_surviv
     cluster.run("scontrol", "requeue", job_id)
     job = cluster.wait(job_id, timeout=120)
     assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1"
-    assert f"mem={2 * cluster.memory_mb}M" in job["TRES"], "--mem=0 gave the job all of both nodes' memory"
+    assert job_tres(job)["mem"] == 2 * cluster.memory_mb, "--mem=0 gave the job all of both nodes' memory"
 
     logs = {path.name.split(f"-{job_id}")[1]: path.read_text() for path in tmp_path.glob(f"stand-in-{job_id}*.log")}
     assert set(logs) == {".log", "-run0-task0-start1.log", "-run0-task0-start2.log", "-run0-task1-start1.log",
@@ -94,6 +97,34 @@ def test_the_batch_script_sets_what_its_tasks_need_ends_a_failed_step_and_surviv
     batch = logs[".log"]  # both runs, appended
     assert "task 1: Exited with exit code 3" in batch and "task 0: Terminated" in batch, batch
     assert "start 1 of the step failed" in batch and "DUE TO JOB REQUEUE" in batch, batch
+
+
+@needs_slurm
+def test_the_tasks_get_the_scripts_environment_also_when_the_job_is_submitted_with_export_none(cluster, tmp_path):
+    # A site that submits with --export=NONE (SBATCH_EXPORT=NONE): srun would pass that on to the step, and the tasks
+    # would get neither the script's PATH nor its variables, but for the script's srun --export=ALL.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text('#!/bin/bash\necho "$SLURM_PROCID keras=$TF_USE_LEGACY_KERAS data=$TFDS_DATA_DIR"\n')
+    (bin_dir / "python").chmod(0o755)
+    script = tmp_path / "job.sh"
+    script.write_text(slurm_batch_script({"worker": 2}, "train.py", name="no-export", attempts=1,
+                                         setup=f"export PATH={bin_dir}:$PATH", env={"TFDS_DATA_DIR": "/data"}))
+    job_id = int(cluster.run("sbatch", "--parsable", "--export=NONE", script, cwd=tmp_path).strip())
+    job = cluster.wait(job_id, timeout=60)
+    logs = {task: (tmp_path / f"no-export-{job_id}-run0-task{task}-start1.log").read_text() for task in (0, 1)}
+    assert job["JobState"] == "COMPLETED", (logs, (tmp_path / f"no-export-{job_id}.log").read_text())
+    assert [logs[task].split() for task in (0, 1)] == [["0", "keras=1", "data=/data"], ["1", "keras=1", "data=/data"]]
+
+
+@needs_slurm
+def test_exclusive_alone_gets_the_default_memory_and_mem_0_all_of_it(cluster, tmp_path):
+    jobs = {how: int(cluster.run("sbatch", "--parsable", "--nodes=2", "--exclusive", *how, "--output=/dev/null",
+                                 "--wrap", "true", cwd=tmp_path).strip()) for how in [(), ("--mem=0",)]}
+    got = {how: job_tres(cluster.wait(job_id, timeout=60)) for how, job_id in jobs.items()}
+    assert got[()]["cpu"] == got[("--mem=0",)]["cpu"] == 2 * cluster.cpus, "--exclusive: every CPU of both nodes"
+    default = 2 * cluster.cpus * (cluster.memory_mb // cluster.cpus // 2)  # DefMemPerCPU for every CPU of both nodes
+    assert got[()]["mem"] == default < got[("--mem=0",)]["mem"] == 2 * cluster.memory_mb
 
 
 @needs_slurm
@@ -121,6 +152,21 @@ def test_bad_options_and_a_stopped_cluster_say_what_to_change():
             SlurmCluster(nodes=1).run("sinfo")
 
 
+def test_a_network_that_cannot_be_made_leaves_no_folder_and_no_cluster_that_seems_to_run(monkeypatch):
+    def no_network():
+        raise NetworkNamespaceError("no free subnet")
+
+    monkeypatch.setattr(slurm_cluster, "check_permitted", lambda: {})  # as if root, with the packages
+    monkeypatch.setattr(slurm_cluster, "TaskNetwork", no_network)
+    folders = lambda: set(Path(tempfile.gettempdir()).glob(f"{slurm_cluster.FOLDER_PREFIX}{os.getpid()}-*"))
+    before, cluster = folders(), SlurmCluster(nodes=2)
+    with pytest.raises(NetworkNamespaceError, match="no free subnet"):
+        cluster.start()
+    assert cluster.folder is None and folders() == before
+    with pytest.raises(SlurmClusterError, match="not running: start it first"):
+        cluster.run("sinfo")
+
+
 def test_without_root_or_the_packages_the_error_says_what_to_change(monkeypatch, tmp_path):
     monkeypatch.setattr(namespaces, "effective_capabilities", lambda: 0)
     with pytest.raises(SlurmClusterError, match="takes CAP_NET_ADMIN and CAP_SYS_ADMIN; this Python .* lacks "
@@ -145,11 +191,25 @@ cluster.run("sbatch", "--nodes=2", "--output=/dev/null", "--wrap", "srun sleep 3
 while "RUNNING" not in cluster.run("squeue", "--noheader", "--format=%T"):
     time.sleep(0.2)
 time.sleep(1)  # the step's sleeps start
-descendants = psutil.Process().children(recursive=True)
-print(json.dumps({"pids": [p.pid for p in descendants], "names": [p.name() for p in descendants],
-                  "folder": str(cluster.folder)}), flush=True)
+descendants = []
+for process in psutil.Process().children(recursive=True):
+    try:
+        descendants.append((process.pid, process.create_time(), process.name()))
+    except psutil.NoSuchProcess:  # a short-lived helper of slurmd's
+        pass
+print(json.dumps({"processes": [(pid, created) for pid, created, _ in descendants],
+                  "names": [name for _, _, name in descendants], "folder": str(cluster.folder)}), flush=True)
 time.sleep(600)
 """
+
+
+def still_running(pid, created):
+    """Whether the process ``pid`` that started at ``created`` (not a later one with its id) runs, not a zombie."""
+    try:
+        process = psutil.Process(pid)
+        return process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def leftovers_of(pid):
@@ -169,8 +229,7 @@ def test_stopping_and_a_killed_python_leave_nothing_behind(tmp_path):
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     assert started["names"].count("sleep") == 2 and started["names"].count("slurmd") == 2, started["names"]
-    alive = lambda: [pid for pid in started["pids"] if psutil.pid_exists(pid)
-                     and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    alive = lambda: [pid for pid, created in started["processes"] if still_running(pid, created)]
     deadline = time.monotonic() + 10
     while alive() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -179,8 +238,7 @@ def test_stopping_and_a_killed_python_leave_nothing_behind(tmp_path):
     children_before = {p.pid for p in psutil.Process().children()}
     with SlurmCluster(nodes=1) as cluster:  # starting removes what the killed Python left
         assert leftovers_of(owner.pid) == [] and len(leftovers_of(os.getpid())) >= 2
-        daemons = [p.pid for p in psutil.Process().children() if p.pid not in children_before]
+        daemons = [p for p in psutil.Process().children() if p.pid not in children_before]
         folder = cluster.folder
     assert len(daemons) == 3  # munged, slurmctld, one slurmd
-    assert not folder.exists() and not [pid for pid in daemons if psutil.pid_exists(pid)
-                                        and psutil.Process(pid).ppid() == os.getpid()]
+    assert not folder.exists() and not [p for p in daemons if p.is_running()]  # ended and reaped (no zombie)

@@ -48,7 +48,12 @@ def tfjob_manifest(jobs, image, command, name="course-job", namespace="default",
 
     The pods of the job are spread over the nodes (``topologySpreadConstraints`` on ``kubernetes.io/hostname``,
     at most one more on a node than on another, by the label the operator gives them): resource requests alone
-    let the scheduler put them all on one node.
+    let the scheduler put them all on one node. The rule is strict (``DoNotSchedule``): a pod waits (``Pending``)
+    rather than break it, and every node the pod may use counts, with room for it or not, but for nodes whose
+    taints it does not tolerate (``nodeTaintsPolicy: Honor``, e.g. a control plane's). So one pod per node is what
+    it suits (MWMS: one worker per node, with all the node's GPUs); with more pods than nodes, the pods stack
+    only once every such node has one, so give a GPU job a ``nodeSelector`` for the GPU nodes if there are
+    others.
 
     Returns:
         The manifest as a dict (``yaml.safe_dump`` it for ``kubectl apply -f``). A failed container is restarted
@@ -83,7 +88,7 @@ def tfjob_manifest(jobs, image, command, name="course-job", namespace="default",
                            "resources": resources, "volumeMounts": mounts}],
            "volumes": volumes,
            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                          "whenUnsatisfiable": "DoNotSchedule",
+                                          "whenUnsatisfiable": "DoNotSchedule", "nodeTaintsPolicy": "Honor",
                                           "labelSelector": {"matchLabels": {JOB_NAME_LABEL: name}}}]}
     replicas = {REPLICA_TYPES[job]: {"replicas": count, "restartPolicy": "OnFailure",
                                      "template": {"spec": copy.deepcopy(pod)}}  # its own copy: no YAML aliases

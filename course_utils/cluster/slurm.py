@@ -109,7 +109,10 @@ def slurm_batch_script(jobs, script, args=(), port_base=2222, time_limit="00:30:
     each task with the ``TF_CONFIG`` :func:`slurm_tf_config` builds.
 
     The script sets everything the tasks need itself (the Keras choice, ``env``): a job gets the environment of
-    whoever runs ``sbatch``, so a job that relies on it works for one user and fails for the next. It asks for
+    whoever runs ``sbatch``, so a job that relies on it works for one user and fails for the next. Its ``srun``
+    passes the script's own environment on to the tasks (``--export=ALL``): a step otherwise inherits the job's
+    export setting, and where jobs are submitted with ``--export=NONE`` (a site's ``SBATCH_EXPORT``) the tasks would
+    get none of what the script set, not even its ``PATH``. It asks for
     the whole node's memory (``--mem=0``: ``--exclusive`` alone gives a job only the memory it asks for where
     memory is scheduled) and, for a GPU job, for the GPUs by count (``--gpus-per-node``: a step gets no GPUs that
     ``--exclusive`` only implied), and each task checks that TensorFlow sees them before it starts the script.
@@ -121,11 +124,16 @@ def slurm_batch_script(jobs, script, args=(), port_base=2222, time_limit="00:30:
         jobs: ``{job name: tasks}`` of a MultiWorkerMirroredStrategy job: ``worker`` and at most one ``chief``.
         script: the training script (each task runs it), on storage every node sees; ``args``: its arguments.
         port_base, time_limit, name: the port of each task's server, Slurm's ``--time``, the job's name.
-        setup: the shell line that makes ``python`` the one with TensorFlow and ``course_utils`` on the nodes
-            (a virtual environment on shared storage, or your site's ``module load ...``).
+        setup: the shell line that makes ``python`` one with TensorFlow, tf_keras and ``course_utils`` installed, on
+            every node: each task runs ``python -m course_utils.cluster.slurm`` (a virtual environment on shared
+            storage into which you ``pip install`` the course's package, or your site's ``module load ...`` and a
+            virtual environment on top). It runs before ``set -u``, which some modules' and conda's activation
+            scripts do not survive. Where batch jobs start without your login's environment (``--export=NONE``),
+            ``module`` may not be defined yet: begin with ``source /etc/profile``.
         attempts: how many times the step is started: a lost task (a crash) ends the whole step, and the script
             (with ``BackupAndRestore``) resumes from its last backup in the next start. (A lost node ends the
-            whole job instead; ``--requeue`` brings it back where the cluster allows it.)
+            whole job instead, which Slurm then requeues if the job may be: ``JobRequeue=1``, Slurm's default, or
+            the script's ``--requeue`` where a site set ``JobRequeue=0``.)
         gpus_per_node: the GPUs each node's task uses; 0 for a CPU job.
         keras: ``"tf_keras"`` (``TF_USE_LEGACY_KERAS=1``: tf_keras's ``fit`` under MWMS, as chapter 3 uses it)
             or ``"keras3"`` (``TF_USE_LEGACY_KERAS=0``).
@@ -172,18 +180,22 @@ def slurm_batch_script(jobs, script, args=(), port_base=2222, time_limit="00:30:
         "#SBATCH --requeue",
         "# One task (one TensorFlow server) per node, with the whole node (all its memory: --mem=0), each writing",
         "# its own log. Every node must see the same files (the script, the data, the checkpoint folder): run",
-        "# sbatch from shared storage. --requeue: where the cluster requeues jobs (after a lost node, or",
-        "# PreemptMode=REQUEUE), this job comes back, runs this script from the top and appends to its log.",
+        "# sbatch from shared storage. --requeue: Slurm may requeue this job (after a lost node, or where it preempts",
+        "# with PreemptMode=REQUEUE) also where the site's JobRequeue=0 says no; it runs this script from the top again",
+        "# and appends to its log.",
         *(["# --gpus-per-node: a step gets no GPUs that --exclusive only implied; each task checks it sees them."]
           if gpus_per_node else []),
-        "set -euo pipefail",
+        "set -eo pipefail",
         setup,
+        "set -u  # after the setup: some modules' and conda's activation scripts use unset variables",
         "# What the tasks need, set here rather than taken from whoever runs sbatch:",
         *(f"export {variable}={shlex.quote(str(value))}" for variable, value in env.items()),
         "run=${SLURM_RESTART_COUNT:-0}  # 0, then 1, 2, ... after each requeue: in the log names, so none is overwritten",
+        "# --export=ALL: the tasks get this script's environment, also when the job was submitted with --export=NONE.",
         "# --kill-on-bad-exit=1: one failed task ends the step. The loop: the next start resumes from the last backup.",
         f"for attempt in $(seq 1 {attempts}); do",
-        f"  if srun --kill-on-bad-exit=1 --output=%x-%j-run$run-task%t-start$attempt.log {command}; then exit 0; fi",
+        f"  if srun --export=ALL --kill-on-bad-exit=1 --output=%x-%j-run$run-task%t-start$attempt.log {command}; "
+        f"then exit 0; fi",
         '  echo "start $attempt of the step failed" >&2',
         "done",
         "exit 1",
@@ -216,7 +228,11 @@ def check_gpus(expected, visible, environ=None):
 def main(argv=None):
     """``python -m course_utils.cluster.slurm --jobs '{"worker": 2}' [--port-base N] [--gpus-per-node G] SCRIPT
     [ARGS]``: check that this task sees G GPUs (if G > 0), then run SCRIPT, in this process, with this Slurm task's
-    ``TF_CONFIG``."""
+    ``TF_CONFIG``.
+
+    SCRIPT runs after TensorFlow's import (for Slurm's list syntax, and the GPU check), so a variable that TensorFlow
+    reads when it is imported (``TF_CPP_MIN_LOG_LEVEL``, ...) set by SCRIPT itself comes too late: set it in the
+    batch script (``slurm_batch_script(..., env=...)``)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m course_utils.cluster.slurm")

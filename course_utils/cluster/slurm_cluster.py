@@ -33,7 +33,7 @@ from .namespaces import TaskNetwork, owner_is_dead
 from .process_group import kill_and_reap, kill_group, launch_program
 from .spec import Task, find_free_ports
 
-__all__ = ["SlurmCluster"]
+__all__ = ["SlurmCluster", "job_tres"]
 # The programs, each with Debian's package that has it.
 PROGRAMS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sbatch": "slurm-client",
             "srun": "slurm-client", "sinfo": "slurm-client", "squeue": "slurm-client", "scontrol": "slurm-client",
@@ -118,13 +118,46 @@ def _slurm_conf(folder, controller, bridge_address, port, nodes, cpus, memory_mb
         "MpiDefault=none",
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",  # CPUs and memory are what jobs ask for, and what they get
-        f"DefMemPerCPU={memory_mb // cpus}",  # a job that asks for no memory gets its CPUs' share (not the node's)
+        # A job that asks for no memory gets this much per CPU, here half a CPU's share of the node (each site sets
+        # its own): so --exclusive alone (all CPUs) gets half the node's memory, and only --mem=0 all of it.
+        f"DefMemPerCPU={memory_mb // cpus // 2}",
         "SchedulerType=sched/builtin",
         "SchedulerParameters=sched_interval=2",  # look at waiting jobs every 2 s (not 60): a requeued job restarts soon
         "ReturnToService=2",
         *node_lines,
         "PartitionName=course Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         ""])
+
+
+_MEBIBYTES = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+
+
+def job_tres(job):
+    """A job's ``TRES`` (trackable resources: what it got, once it runs) as ``{name: number}``, memory in MiB.
+
+    Args:
+        job: :meth:`SlurmCluster.job`'s dict (``scontrol show job``), whose ``TRES`` reads e.g.
+            ``cpu=4,mem=24104M,node=2,billing=4`` (Slurm writes the memory in the largest unit that divides it:
+            ``mem=24G`` is 24576 MiB).
+
+    Raises:
+        ValueError: the dict has no ``TRES`` (it is not :meth:`SlurmCluster.job`'s).
+
+    Example:
+        >>> job_tres({"TRES": "cpu=4,mem=24G,node=2,billing=4"})
+        {'cpu': 4, 'mem': 24576, 'node': 2, 'billing': 4}
+    """
+    if not job.get("TRES"):
+        raise ValueError(f"No TRES in {job!r}: pass the dict SlurmCluster.job(job_id) returns.")
+    tres = {}
+    for item in job["TRES"].split(","):
+        name, value = item.split("=", 1)
+        if name == "mem":
+            number, unit = re.fullmatch(r"([\d.]+)([KMGT]?)", value).groups()
+            tres[name] = round(float(number) * _MEBIBYTES[unit or "M"])
+        else:
+            tres[name] = int(value)
+    return tres
 
 
 def _remove_leftover_folders():
@@ -161,8 +194,9 @@ class SlurmCluster:
     daemons die with this process (Linux's parent-death signal) if it is killed.
 
     Every node offers the CPUs of this machine (``cpus`` each, default all of them: the nodes share the same
-    cores) and ``memory_mb`` of memory (default this machine's memory divided among the nodes); nodes are named
-    ``node1``, ``node2``, ... and the partition ``course``.
+    cores) and ``memory_mb`` of memory (default this machine's memory divided among the nodes). A job that asks for
+    no memory gets half a CPU's share of it per CPU (``DefMemPerCPU``), so ``--exclusive`` alone gets half a node's
+    memory and ``--mem=0`` all of it. The nodes are named ``node1``, ``node2``, ... and the partition ``course``.
 
     Args:
         nodes: how many nodes (slurmd daemons), a whole number from 1 to 250.
@@ -236,14 +270,16 @@ class SlurmCluster:
         """Make the network, start the daemons, wait until every node is idle; return the cluster (nothing if running).
 
         Raises:
+            NetworkNamespaceError: the nodes' network cannot be made (nothing was started).
             SlurmClusterError: a daemon exited or the nodes were not idle within ``start_timeout`` seconds; the
                 message ends with the daemons' logs. Whatever was started is stopped again.
         """
         if self._folder is not None:
             return self
         _remove_leftover_folders()
+        network = TaskNetwork()  # makes nothing yet; raises NetworkNamespaceError where it cannot, before the folder
         self._folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
-        self._network = TaskNetwork()
+        self._network = network
         self._finalizer = weakref.finalize(self, _end, self._processes, self._network, self._folder)
         try:
             self._start_daemons()
