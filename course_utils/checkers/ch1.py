@@ -215,4 +215,5 @@ class PredictTracing(Exercise):
         return fb
 
 
-CHAPTER = chapter(1, "Tensors and devices", [PredictPlacement, PredictTracing, GradientTape, ShardedSum])
+CHAPTER = chapter(1, "Tensors and devices", {"q1": PredictPlacement, "q2": PredictTracing, "q3": GradientTape,
+                                              "q4": ShardedSum})
