@@ -370,7 +370,7 @@ def test_ch4_the_exercise_notebook_imports_each_tool_after_its_prediction():
 
     import nbformat
 
-    from course_utils.checkers.notebook_cells import CHAPTERS
+    from course_utils.checkers.core import notebook_cells
     from course_utils.checkers.reach import tool_name
 
     root = Path(__file__).resolve().parents[2]
@@ -379,7 +379,7 @@ def test_ch4_the_exercise_notebook_imports_each_tool_after_its_prediction():
             for c in nb.cells if c.cell_type == "code"]
     ids = [cell_id for cell_id, _ in code]
     for exercise in exercises(4):
-        cell = ids.index(CHAPTERS[4]["exercises"][exercise.name]["cell"])
+        cell = ids.index(notebook_cells()[4]["exercises"][exercise.name]["cell"])
         for spec in exercise.revealed_by:
             uses = [i for i, (_, source) in enumerate(code) if tool_name(spec) in source]
             assert uses and min(uses) > cell, (exercise.name, spec, [ids[i] for i in uses])
