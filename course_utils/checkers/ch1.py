@@ -1,8 +1,10 @@
-"""Chapter 1 · Tensors and devices: the exercises' graders and hints."""
+"""Chapter 1 · Tensors and devices: the exercises' graders and hints (exercises 3 and 4, whose answers are code, in
+``ch1_build.py``)."""
 import re
 
-from .answers import as_bool_list, as_float, as_int, close, grade_items, short_error
+from .answers import as_bool_list, as_int, grade_items
 from .core import Exercise, Feedback, chapter
+from .ch1_build import GradientTape, ShardedSum
 
 # Exercise 1: where each matmul of the exercise's script runs (a CPU index), or ERROR when its block raises before
 # the matmul exists. The script runs in a fresh process that splits the CPU into CPU_COUNT logical CPUs (the
@@ -213,70 +215,5 @@ class PredictTracing(Exercise):
         return fb
 
 
-W, X = 2.0, 3.0  # y = w * x**2 = 18: dy/dw = x**2 = 9, dy/dx = 2 * w * x = 12
-
-
-class GradientTape(Exercise):
-    title = "Gradients with GradientTape"
-    points = 2
-    none_is_answer = True
-    hints = (
-        "Which values does a tape watch by itself, and which must you ask it to watch?",
-        "A tape records operations on trainable variables automatically; a tf.constant must be watched with "
-        "tape.watch(x). Compute y inside the `with` block, then tape.gradient(y, [w, x]).",
-    )
-
-    def _grade_one(self, fb, name, raw, value, right, other):
-        """One gradient: ``right`` is its value, ``other`` the other gradient's right value."""
-        if raw is Ellipsis:
-            fb.wrong(f"{name}: not answered yet.")
-        elif raw is None:
-            if name == "grad_w":
-                fb.wrong("grad_w is None: w must be used to compute y inside the tape's `with` block.")
-            else:
-                fb.wrong("grad_x is None: x is a tf.constant, and a tape only watches trainable variables "
-                         "automatically.", answer="Call tape.watch(x) inside the `with` block, before computing y.")
-        elif type(raw) in (int, float):  # NumPy numbers (from .numpy()) are fine
-            fb.wrong(f"{name} is a plain Python number: pass the tensor that tape.gradient returned (a value worked "
-                     f"out by hand is not what this exercise asks for).")
-        elif value is None:
-            return
-        elif close(value, right):
-            fb.right(f"{name} = {value:g}")
-        elif close(value, W * X ** 2):
-            fb.wrong(f"{name} = {value:g} is y itself, not its derivative: use tape.gradient.")
-        elif close(value, other):
-            fb.wrong(f"{name} = {value:g} is the derivative with respect to the other input.")
-        elif name == "grad_x" and value == 0:
-            fb.wrong("grad_x = 0: the tape did not record x (a constant), so asking for zeros instead of None hides "
-                     "the problem; it is not dy/dx.", answer="Call tape.watch(x) inside the `with` block.")
-        else:
-            fb.wrong(f"{name} = {value:g} is not the derivative of y = w * x**2.",
-                     answer="dy/dw is x**2 and dy/dx is 2*w*x.")
-
-    def grade(self, grad_w, grad_x):
-        fb = Feedback()
-        right_w, right_x = X ** 2, 2 * W * X
-        if grad_w is None and grad_x is None:
-            fb.wrong("Both gradients are None: the tape recorded nothing. Compute y *inside* the "
-                     "`with tf.GradientTape() as tape:` block.")
-            return fb
-        values = {}
-        for name, value in (("grad_w", grad_w), ("grad_x", grad_x)):
-            values[name] = None
-            if value is not None and value is not Ellipsis:
-                try:
-                    values[name] = as_float(value)
-                except Exception as err:
-                    fb.wrong(f"{name}: expected one number (a scalar tensor), {short_error(err)}.")
-        gw, gx = values["grad_w"], values["grad_x"]
-        if close(gw, right_x) and close(gx, right_w):
-            fb.wrong("The two gradients are swapped: tape.gradient returns them in the order of the sources you "
-                     "list.", answer="tape.gradient(y, [w, x]) returns dy/dw first.")
-            return fb
-        self._grade_one(fb, "grad_w", grad_w, gw, right_w, right_x)
-        self._grade_one(fb, "grad_x", grad_x, gx, right_x, right_w)
-        return fb
-
-
-CHAPTER = chapter(1, "Tensors and devices", {"q1": PredictPlacement, "q2": PredictTracing, "q3": GradientTape})
+CHAPTER = chapter(1, "Tensors and devices", {"q1": PredictPlacement, "q2": PredictTracing, "q3": GradientTape,
+                                              "q4": ShardedSum})

@@ -6,11 +6,14 @@ from .core import Exercise, Feedback
 
 
 # Exercise 4: the learner's whole distributed step, run by the checker on its own strategy, model and data. Its
-# MirroredStrategy has 4 replicas (the notebook's 8) and its batches 24 examples (the notebook's 64): 46 examples make
-# one full batch, split 6, 6, 6, 6, and a last batch of 22, split 6, 6, 6, 4, as experimental_distribute_dataset splits
-# them (a test checks it). The checker builds the two distributed batches itself, with
+# MirroredStrategy has 3 replicas (the notebook's 8) and its batches 18 examples (the notebook's 64): 34 examples make
+# one full batch, split 6, 6, 6, and a last batch of 16, split 6, 6, 4, as experimental_distribute_dataset splits them
+# (a test checks it). The checker builds the two distributed batches itself, with
 # experimental_distribute_values_from_function: making a distributed dataset's iterator was seen to stall for up to
-# 18 s on a busy 2-core machine.
+# 18 s on a busy 2-core machine. Most of a check is tracing the learner's step: it is traced once for both batches
+# (_one_trace: their shapes differ, so a call with each would trace twice), each replica is traced in that trace (hence
+# 3 replicas), and the optimizer is built before the step is made, so that its first call creates no variable (a
+# tf.function that creates variables traces twice).
 def _mirrored_with_own_keys(devices, key_base):
     """A MirroredStrategy that numbers its collectives from ``key_base``, so that it neither joins nor reuses the
     collectives of the notebook's own strategies (chapter 2's timing section)."""
@@ -20,36 +23,49 @@ def _mirrored_with_own_keys(devices, key_base):
     return own_keys(devices=list(devices))
 
 
-STEP_REPLICAS, STEP_BATCH, STEP_EXAMPLES = 4, 24, 46
-STEP_SPLITS = ((6, 6, 6, 6), (6, 6, 6, 4))  # per replica, the full batch and the last
+STEP_REPLICAS, STEP_BATCH, STEP_EXAMPLES = 3, 18, 34
+STEP_SPLITS = ((6, 6, 6), (6, 6, 4))  # per replica, the full batch and the last
 STEP_SHAPE = (6, 8, 3)  # features, hidden units and classes of the checker's model
 STEP_RATE = 0.5  # plain SGD: one step changes every variable by -STEP_RATE x its gradient
 STEP_KEY_BASE = 20_000  # the collective numbers of the checker's strategy (see _step_strategy)
 STEP_NOTEBOOK_BATCH = 64  # the exercise notebook's batch size
 STEP_VARIABLES = ("layer 1's kernel", "layer 1's bias", "layer 2's kernel", "layer 2's bias")
-_STEP_STRATEGIES = {}
+_CHECKER_STRATEGIES = {}  # (devices, key base) -> a checker's MirroredStrategy
 
 
 class _StepAnswerError(Exception):
     """A problem with the learner's answer that the checker explains in its own words."""
 
 
-def _step_strategy():
-    """The checker's MirroredStrategy over the first 4 logical CPUs, made once per process.
+def checker_strategy(replicas, key_base):
+    """A checker's MirroredStrategy over the first ``replicas`` logical CPUs, numbering its collectives from
+    ``key_base``, made once per process.
 
     Each MirroredStrategy numbers its collectives from the same start, so a second one over another number of devices
     would join the notebook's group with the wrong size (chapter 2's timing section), and a second one over the same
-    devices would reuse the numbers of other collectives. This one gets numbers of its own with the class attribute
-    ``_collective_key_base``, as the chapter's ``mirrored_over`` does, and is made only once.
+    devices would reuse the numbers of other collectives. Each checker's gets numbers of its own with the class
+    attribute ``_collective_key_base``, as the chapter's ``mirrored_over`` does, and is made only once.
+
+    Raises:
+        RuntimeError: this process has fewer logical CPUs (its message says what to do).
     """
     cpus = logical_cpus()
-    if len(cpus) < STEP_REPLICAS:
-        raise _StepAnswerError(f"the checker needs {STEP_REPLICAS} logical CPUs and this kernel has {len(cpus)}. Run "
-                               f"the notebook's first cells (they configure 8 virtual CPUs), then check again.")
-    key = tuple(cpus[:STEP_REPLICAS])
-    if key not in _STEP_STRATEGIES:
-        _STEP_STRATEGIES[key] = _mirrored_with_own_keys(key, STEP_KEY_BASE)
-    return _STEP_STRATEGIES[key]
+    if len(cpus) < replicas:
+        raise RuntimeError(f"the checker needs {replicas} logical CPUs and this kernel has {len(cpus)}: run the "
+                           f"notebook's first cell (configure_virtual_cpus(8)) in a fresh kernel, then check again.")
+    key = (tuple(cpus[:replicas]), key_base)
+    if key not in _CHECKER_STRATEGIES:
+        with quiet_tensorflow():
+            _CHECKER_STRATEGIES[key] = _mirrored_with_own_keys(key[0], key_base)
+    return _CHECKER_STRATEGIES[key]
+
+
+def _step_strategy():
+    """Exercise 4's checker strategy: STEP_REPLICAS replicas (see :func:`checker_strategy`)."""
+    try:
+        return checker_strategy(STEP_REPLICAS, STEP_KEY_BASE)
+    except RuntimeError as err:
+        raise _StepAnswerError(str(err)) from err
 
 
 def _step_data(seed=0):
@@ -120,6 +136,7 @@ def _run_train_step(make_train_step, seed):
                                          tf_keras.layers.Dense(hidden, activation="relu"),
                                          tf_keras.layers.Dense(classes)])
             optimizer = tf_keras.optimizers.SGD(learning_rate=STEP_RATE)
+            optimizer.build(model.trainable_variables)  # its variables now, not in the step's first trace
         model.set_weights(start)
         try:
             train_step = make_train_step(strategy, model, optimizer)
@@ -129,15 +146,30 @@ def _run_train_step(make_train_step, seed):
             raise _StepAnswerError(f"make_train_step(strategy, model, optimizer) returned a "
                                    f"{type(train_step).__name__}; it should return the function "
                                    f"train_step(features, labels).")
+        run_step = _one_trace(strategy, train_step, features)
         records = []
         for parts in _step_batches(x, y):
-            batch_x, batch_y = (_per_replica(strategy, [part[i] for part in parts]) for i in (0, 1))
             model.set_weights(start)
-            returned = _returned_as_data(train_step(batch_x, batch_y))
+            returned = _returned_as_data(run_step(*[part[0] for part in parts], *[part[1] for part in parts]))
             copies = [[np.asarray(c.numpy(), dtype="float64") for c in strategy.experimental_local_results(v)]
                       for v in model.weights]
             records.append({"returned": returned, "copies": copies})
     return records
+
+
+def _one_trace(strategy, train_step, features):
+    """``train_step`` called from a tf.function whose per-replica batches have an unknown number of examples (shape
+    [None, ...], as a dataset's batches have when its last one is smaller), so that the learner's step is traced once
+    for both batches, not once per batch. Takes each replica's features, then each replica's labels."""
+    import tensorflow as tf
+
+    n = strategy.num_replicas_in_sync
+    specs = [tf.TensorSpec([None, features], tf.float32)] * n + [tf.TensorSpec([None], tf.int64)] * n
+
+    @tf.function(input_signature=specs)
+    def run_step(*parts):
+        return train_step(_per_replica(strategy, parts[:n]), _per_replica(strategy, parts[n:]))
+    return run_step
 
 
 def _returned_as_data(value):
@@ -479,6 +511,10 @@ def _step_error_hint(text):
                 f"({STEP_REPLICAS} replicas), not this notebook's mirrored, model and optimizer.")
     if "global_batch_size must be an integer" in text:
         return " tf.nn.compute_average_loss takes an integer global_batch_size."
+    if "NoneType" in text:
+        return (" The checker calls train_step from a tf.function whose batches have an unknown number of examples "
+                "(shape [None, ...]), as a dataset's batches have when its last one is smaller: count examples with "
+                "tf.shape(labels)[0], not labels.shape[0].")
     if "Collective ops is aborted" in text or "Restart your program" in text:
         return (" A collective operation was aborted (replicas sent tensors of different shapes to an all-reduce?), "
                 "and TensorFlow runs no collective in this kernel any more: restart the kernel, run the cells from the "

@@ -49,9 +49,12 @@ def _cluster_problems(cluster, right):
         if given is None:
             if any(ROLE_ALIASES.get(r) == role or r in upper and r.strip().lower() == role for r in cluster):
                 continue  # said above
-            if role == "chief":
+            if role == "chief" and "ps" in right:
                 why.append("the 'chief' is missing: with ParameterServerStrategy the chief runs the "
                            "ClusterCoordinator and must be in the cluster")
+            elif role == "chief":
+                why.append(f"the 'chief' is missing: this job's chief ({', '.join(addresses)}) is a task of its own "
+                           f"role, not one of the workers")
             else:
                 why.append(f"the {role!r} role is missing")
         elif not isinstance(given, list) or not all(isinstance(a, str) for a in given):
@@ -94,9 +97,9 @@ def _task_problems(task, right, task_words, cluster=None):
         why.append(f"'index' must be a whole number (an int, counting from 0), not {task.get('index')!r}")
     elif index != right["index"]:
         flat = _flat_position(cluster, right) if cluster else None
-        why.append("indices count from 0" if index == right["index"] + 1
-                   else f"'index' counts within the {right['type']!r} list only, not over every address of the "
-                        f"cluster" if index == flat and len(cluster) > 1
+        why.append(f"'index' counts within the {right['type']!r} list only, from 0, not over every address of the "
+                   f"cluster" if index == flat and len(cluster) > 1
+                   else "indices count from 0" if index == right["index"] + 1
                    else f"'index' {task.get('index')!r} does not point to {task_words}")
     extra = [k for k in task if k not in ("type", "index")]
     if extra:
@@ -162,30 +165,47 @@ def grade_tf_config(tf_config, expected, task_words):
     return fb
 
 
+# Exercises 1 and 2: the TF_CONFIG of the process that listens on a given address, in a job the chapter did not start
+# (a MultiWorkerMirroredStrategy job with a 'chief' task; a ParameterServerStrategy job with two parameter servers).
+WORKER_ASKED, PS_ASKED = "localhost:12347", "localhost:20004"  # the question's addresses
+
+
+def _reference_config_of(cluster, address):
+    """The TF_CONFIG (as a dict) of the process of ``cluster`` that listens on ``address``: its role, and its position
+    in that role's list."""
+    role, index = next((role, i) for role, addresses in cluster.items() for i, a in enumerate(addresses)
+                       if a == address)
+    return {"cluster": cluster, "task": {"type": role, "index": index}}
+
+
 def _reference_worker_config():
-    """Exercise 1's answer: the TF_CONFIG (as a dict) of the third of three MultiWorkerMirroredStrategy workers."""
-    return {"cluster": {"worker": ["localhost:12345", "localhost:12346", "localhost:12347"]},
-            "task": {"type": "worker", "index": 2}}
+    """Exercise 1's answer. MultiWorkerMirroredStrategy takes a 'chief' task beside the workers: it trains like them
+    (multi_worker_util.worker_count counts 'chief' and 'worker' tasks) and does the chief's extra work."""
+    ports = (12345, 12346, 12347)
+    return _reference_config_of({"chief": [f"localhost:{ports[0]}"], "worker": [f"localhost:{p}" for p in ports[1:]]},
+                                WORKER_ASKED)
 
 
 def _reference_ps_config():
-    """Exercise 2's answer: the TF_CONFIG (as a dict) of the parameter server of a ParameterServerStrategy job."""
-    return {"cluster": {"chief": ["localhost:20000"], "worker": ["localhost:20001", "localhost:20002"],
-                        "ps": ["localhost:20003"]},
-            "task": {"type": "ps", "index": 0}}
+    """Exercise 2's answer: the TF_CONFIG (as a dict) of the second parameter server of a ParameterServerStrategy
+    job."""
+    return _reference_config_of({"chief": ["localhost:20000"], "worker": ["localhost:20001", "localhost:20002"],
+                                 "ps": ["localhost:20003", "localhost:20004"]}, PS_ASKED)
 
 
 class WorkerConfig(Exercise):
     title = "TF_CONFIG for a multi-worker task"
     points = 2
     hints = (
-        "TF_CONFIG has two parts: what every process shares, and what is this process's own.",
+        "TF_CONFIG has two parts: what every process shares, and what is this process's own. Which role does the "
+        "process on that address have, and where does it stand in that role's list?",
         "TF_CONFIG is a JSON string with 'cluster' (the same in every process: role -> ordered list of "
-        "'host:port') and 'task' (this process: its role and its index in that list, from 0).",
+        "'host:port') and 'task' (this process: its role and its index in THAT role's list, from 0). The chief "
+        "has a list of its own.",
     )
 
     def grade(self, tf_config):
-        return grade_tf_config(tf_config, _reference_worker_config(), "the third worker")
+        return grade_tf_config(tf_config, _reference_worker_config(), f"the process on {WORKER_ASKED}")
 
 
 class ParameterServerConfig(Exercise):
@@ -194,11 +214,12 @@ class ParameterServerConfig(Exercise):
     hints = (
         "Which roles does a ParameterServerStrategy cluster have, and which one is this process?",
         "A ParameterServerStrategy cluster has three roles: 'chief' (runs the ClusterCoordinator), 'worker' and "
-        "'ps'. Every process gets the same cluster; only 'task' differs.",
+        "'ps'. Every process gets the same cluster; only 'task' differs, and its index counts within its role's "
+        "list.",
     )
 
     def grade(self, tf_config):
-        return grade_tf_config(tf_config, _reference_ps_config(), "the parameter server")
+        return grade_tf_config(tf_config, _reference_ps_config(), f"the process on {PS_ASKED}")
 
 
 def _reference_faults():
@@ -359,6 +380,31 @@ def _save_names(seed):
     return f"run_{rng.randrange(1000, 10000)}", f"model_{rng.randrange(100, 1000)}.keras"
 
 
+def _save_as_the_job_does(folder, path, paths):
+    """The exercise's job, on the file system: every worker writes a file (its number) at its path, then each one
+    whose path is not ``path`` deletes the folder it wrote into when that folder is inside ``path``'s (the script's
+    rule). Only paths inside ``folder`` (the check's temporary folder) are written. Returns what is left in
+    ``path``'s folder: {"files": [relative paths], "chief": the text of ``path`` (None if missing), "outside": how
+    many paths were outside ``folder`` (not written)}."""
+    import shutil
+    from pathlib import Path
+
+    out_dir = path.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    targets = [None if p is None else Path(p) for p in paths]
+    inside = [t is not None and folder in t.parents for t in targets]
+    for worker, (target, ok) in enumerate(zip(targets, inside)):
+        if ok and not target.is_dir():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(str(worker))
+    for target, ok in zip(targets, inside):
+        if ok and target != path and out_dir in target.parent.parents:
+            shutil.rmtree(target.parent, ignore_errors=True)
+    return {"files": sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()),
+            "chief": path.read_text() if path.is_file() else None,
+            "outside": sum(t is not None and not ok for t, ok in zip(targets, inside))}
+
+
 class SaveEverywhere(Exercise):
     title = "Every worker saves, only the chief's file stays"
     points = 3
@@ -373,9 +419,10 @@ class SaveEverywhere(Exercise):
 
     def collect(self, write_path, seed=0):
         """Calls ``write_path`` for the chief (task 0) and the non-chief workers 0, 1 and 2, with a path in a fresh
-        temporary folder whose folder and file names are drawn from ``seed``. What crosses: {"callable": False,
-        "type": type name}, or {"callable": True, "folder": the temporary folder, "paths": the four answers, each
-        None or the path as a string}. An error of ``write_path`` is the check's error."""
+        temporary folder whose folder and file names are drawn from ``seed``, then runs the job's save with those paths
+        there (:func:`_save_as_the_job_does`). What crosses: {"callable": False, "type": type name}, or {"callable":
+        True, "folder": the temporary folder, "paths": the four answers, each None or the path as a string, "left":
+        what the save left}. An error of ``write_path`` is the check's error."""
         from pathlib import Path
         from tempfile import TemporaryDirectory
 
@@ -388,8 +435,9 @@ class SaveEverywhere(Exercise):
                 got = write_path(path, is_chief, task_id)
                 return None if got is None else str(Path(got))
 
-            return {"callable": True, "folder": folder,
-                    "paths": [where(True, 0), where(False, 0), where(False, 1), where(False, 2)]}
+            paths = [where(True, 0), where(False, 0), where(False, 1), where(False, 2)]
+            return {"callable": True, "folder": folder, "paths": paths,
+                    "left": _save_as_the_job_does(Path(folder), path, paths)}
 
     def judge(self, data, seed=0):
         """Grades the paths of :meth:`collect`, against the path of ``seed`` in the folder it names."""
@@ -452,6 +500,18 @@ class SaveEverywhere(Exercise):
                      "its own, named with task_id.")
         else:
             fb.right("each worker's temporary folder is its own")
+        left = data.get("left")
+        if fb.points == self.points and isinstance(left, dict):
+            files = left.get("files")
+            if files != [path.name] or left.get("chief") != "0":
+                fb.points -= 1
+                fb.wrong(f"Run as the job runs it (every worker saves, then deletes its folder), your paths leave "
+                         f"{files!r:.200} in the folder of `path`, and the chief's file holds "
+                         f"{'no save' if left.get('chief') is None else 'the save of worker ' + str(left.get('chief'))}:"
+                         f" only the chief's file should be left, with the chief's save.")
+            else:
+                fb.note(f"Run as the job runs it (every worker saves, then deletes its folder): only {path.name}, the "
+                        f"chief's save, is left.")
         return fb
 
 

@@ -6,7 +6,7 @@ from .answers import UNSHARDED, as_bytes, as_int, as_shape, grade_items, is_plac
 from ..costs import matmul_cost
 from .core import Exercise, Feedback, chapter
 from .ch4_build import BudgetProduct, read_collective
-from .ch4_layouts import MESH, MeshAndLayout, PackByHand, by_label
+from .ch4_layouts import MeshAndLayout, PackByHand, by_label
 
 def unit_slip(raw, right):
     """What is wrong when ``raw`` is the number of bytes ``right`` written in MiB, KiB or MB (rounded to three
@@ -21,21 +21,34 @@ def unit_slip(raw, right):
     return None
 
 
-T_SHAPE = (8, 12)
-SHARD_LAYOUTS = {"a": ["batch", UNSHARDED], "b": [UNSHARDED, "model"], "c": ["model", "batch"],
-                 "d": [UNSHARDED, UNSHARDED]}  # exercise 3's layouts of a T_SHAPE tensor on MESH
+# Exercise 3: the block one device holds, and how many devices hold each block, of a rank-3 tensor on a mesh the
+# chapter did not draw (visualize_sharding prints both: the prediction counts only before it is imported).
+SHARD_MESH = [("batch", 2), ("model", 4)]
+T_SHAPE = (8, 12, 16)
+SHARD_LAYOUTS = {"a": ["batch", UNSHARDED, UNSHARDED], "b": [UNSHARDED, "model", "batch"],
+                 "c": ["model", UNSHARDED, UNSHARDED], "d": [UNSHARDED, UNSHARDED, UNSHARDED]}
+VISUALIZE_SHARDING = "course_utils.viz:visualize_sharding"
 
 
 def _reference_shards():
-    """Exercise 3's answer: the shard shape and the number of copies of each layout of SHARD_LAYOUTS."""
-    return {"a": ((2, 12), 2), "b": ((8, 6), 4), "c": ((4, 3), 1), "d": ((8, 12), 8)}
+    """Exercise 3's answer: the shard shape and the number of copies of each layout of SHARD_LAYOUTS on SHARD_MESH."""
+    sizes = dict(SHARD_MESH)
+    devices = math.prod(sizes.values())
+    found = {}
+    for key, layout_specs in SHARD_LAYOUTS.items():
+        shape = tuple(n if spec == UNSHARDED else n // sizes[spec] for n, spec in zip(T_SHAPE, layout_specs))
+        used = math.prod(sizes[spec] for spec in layout_specs if spec != UNSHARDED)
+        found[key] = (shape, devices // used)
+    return found
 
 
 class ShardShapes(Exercise):
     title = "Predict shard shapes and copies"
     points = 4
+    revealed_by = (VISUALIZE_SHARDING,)
     hints = (
-        "Divide each tensor axis by the size of the mesh axis named in its spec.",
+        "Divide each tensor axis by the size of the mesh axis named in its spec. This mesh is not the chapter's: "
+        "which axis has 2 devices, which has 4?",
         "The number of copies of each shard is the product of the sizes of the mesh axes the layout does not use.",
     )
 
@@ -49,7 +62,8 @@ class ShardShapes(Exercise):
                 fb.wrong(f"{name}: the keys are {list(SHARD_LAYOUTS)}, got {sorted(answer)}.")
         if not isinstance(shard_shapes, dict) or not isinstance(copies, dict):
             return fb
-        sizes = dict(MESH)
+        sizes = dict(SHARD_MESH)
+        devices = math.prod(sizes.values())
         swapped_sizes = {"batch": sizes["model"], "model": sizes["batch"]}
         shards = _reference_shards()
         for key, layout_specs in SHARD_LAYOUTS.items():
@@ -66,20 +80,24 @@ class ShardShapes(Exercise):
                 swapped = tuple(n // swapped_sizes[s] if s != UNSHARDED else n for n, s in zip(T_SHAPE, layout_specs))
                 if given_shape is None:
                     why.append(f"give the shard shape as a tuple of ints, got {raw_shape!r}")
-                elif given_shape == T_SHAPE and layout_specs != [UNSHARDED, UNSHARDED]:
+                elif given_shape == T_SHAPE and any(spec != UNSHARDED for spec in layout_specs):
                     why.append("that is the global shape; a sharded axis is divided by the size of its mesh axis")
                 elif given_shape == swapped and swapped != shape:
-                    why.append("you divided by the wrong mesh axis: 'batch' has 4 devices and 'model' has 2")
+                    why.append(f"you divided by the wrong mesh axis: on this mesh 'batch' has {sizes['batch']} "
+                               f"devices and 'model' {sizes['model']} (the chapter's mesh had them the other way)")
+                elif len(given_shape) != len(T_SHAPE):
+                    why.append(f"the tensor has {len(T_SHAPE)} axes, so a shard has {len(T_SHAPE)} too (an unsharded "
+                               f"axis keeps its whole size)")
                 else:
                     why.append(f"shape {given_shape} is not each global size divided by the size of the mesh axis "
                                f"named in its spec")
             if given_copies is None:
                 why.append(f"give the number of copies as an int, got {raw_copies!r}")
-            elif given_copies != copy and given_copies == 8 // copy:
+            elif given_copies != copy and given_copies == devices // copy:
                 why.append(f"{given_copies} is the number of DIFFERENT pieces; the question asks how many devices "
                            f"hold each one")
             elif given_copies != copy:
-                why.append(f"{given_copies} copies is not 8 devices / the number of distinct shards")
+                why.append(f"{given_copies} copies is not {devices} devices / the number of distinct shards")
             if why:
                 fb.wrong(f"{key} {layout_specs}: " + "; ".join(why) + ".")
             else:
@@ -135,6 +153,7 @@ _KIND_NOTES = {  # per case, a question aimed at the case when the axis is right
 class WhichCollective(Exercise):
     title = "Which collective, over which mesh axis?"
     points = 5
+    revealed_by = ("course_utils.profiling:collectives_run_by",)
     none_is_answer = True  # None, () and [] mean "no collective"; the placeholders are `...`
     hints = (
         "y[i, j] = sum over k of x[i, k] * w[k, j]. Which tensor axis is summed over, and which mesh axis splits it "
@@ -184,8 +203,9 @@ COST_FEATURES = 4096
 COST_BATCH = 1024
 COST_LAYOUTS = {"a": (["batch", UNSHARDED], [UNSHARDED, UNSHARDED]),  # data parallel
                 "b": (["batch", UNSHARDED], [UNSHARDED, "model"])}   # w split on its output columns
-COST_KEYS = ("a_held", "b_held", "b_sent", "even_at")
+COST_KEYS = ("a_held", "b_held", "b_sent", "even_at", "below")
 COST_BYTES = ("a_held", "b_held", "b_sent")  # the keys whose answers are bytes (even_at is a number of examples)
+COST_CHOICES = tuple(COST_LAYOUTS)  # "below": the layout that sends less below even_at
 
 
 def _reference_costs_on(mesh, examples):
@@ -211,10 +231,12 @@ def _reference_even_at(mesh):
 
 
 def _reference_layout_costs():
-    """Exercise 5's answer: {"a_held", "b_held", "b_sent", "even_at"}."""
+    """Exercise 5's answer: {"a_held", "b_held", "b_sent", "even_at", "below"}."""
     costs = _reference_costs_on(COST_MESH, COST_BATCH)
+    small = _reference_costs_on(COST_MESH, dict(COST_MESH)["batch"])  # one example per 'batch' group
     return {"a_held": costs["a_held"], "b_held": costs["b_held"], "b_sent": round(costs["b_sent"]),
-            "even_at": _reference_even_at(COST_MESH)}
+            "even_at": _reference_even_at(COST_MESH),
+            "below": min(COST_CHOICES, key=lambda case: small[f"{case}_sent"])}
 
 
 def _reference_whole_dx_b_sent():
@@ -278,9 +300,17 @@ def _reference_cost_slips():
     return slips
 
 
+def _cost_item(raw):
+    """An item of exercise 5: a layout's letter ("a", " (b) ", "B") for "below", else a number of bytes or examples."""
+    if isinstance(raw, str) and raw.strip().strip("()'\".").strip().lower() in COST_CHOICES:
+        return raw.strip().strip("()'\".").strip().lower()
+    return as_bytes(raw)
+
+
 class LayoutCost(Exercise):
     title = "What does a layout cost? Bytes held and bytes sent"
-    points = 4
+    points = 5
+    revealed_by = ("course_utils.costs:matmul_cost",)
     hints = (
         "Bytes held: the elements of w's block on one device, times the bytes of a float32. A mesh axis that "
         "splits an axis of w divides it; the others replicate it. Use THIS mesh's sizes.",
@@ -302,6 +332,13 @@ class LayoutCost(Exercise):
 
         def explain(key, given, raw):
             right = truth[key]
+            if key == "below":
+                if given not in COST_CHOICES:
+                    return f"answer with the letter of a layout, 'a' or 'b', got {raw!r}.", ""
+                return ("write what each layout sends per step for a small global batch, say N = 2: which one is "
+                        "less? (a)'s all-reduce of dw does not depend on N.", "")
+            if isinstance(given, str):
+                return f"give a number, got {raw!r}.", ""
             if given is None:
                 what = "examples" if key == "even_at" else "bytes"
                 return (f"give a number of {what} (an int, or an expression such as 4096 * 4096 * 4), got "
@@ -325,8 +362,8 @@ class LayoutCost(Exercise):
                 return "w's block on one device, in bytes: divide by the size of each mesh axis that splits w.", ""
             return "find each all-reduce of the backward pass, its B and its n, and add 2 (n-1)/n · B.", ""
 
-        return grade_items(Feedback(), answers, truth, explain, as_bytes,
-                           "one number per key: bytes, or examples for even_at")
+        return grade_items(Feedback(), answers, truth, explain, _cost_item,
+                           "one number per key: bytes, or examples for even_at; 'a' or 'b' for below")
 
 
 # Exercise 6: a product built to a memory budget. The checker's own cases (other meshes, sizes and budgets

@@ -13,6 +13,7 @@ from .answers import (UNSHARDED, as_collective, global_numpy, layout_of, logical
 from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
+from .reach import tools_used_by
 
 
 BUDGET_CASES = (  # (name, mesh axes, x's shape, w's shape, budget: the bytes of w one device may hold)
@@ -23,6 +24,7 @@ BUDGET_CASES = (  # (name, mesh axes, x's shape, w's shape, budget: the bytes of
 X_CHOICES = (["batch", UNSHARDED], ["batch", "model"])  # x's examples stay over 'batch'
 W_CHOICES = ([UNSHARDED, UNSHARDED], [UNSHARDED, "model"], ["model", UNSHARDED])
 RESULT_KEYS = ("y", "x_layout", "w_layout", "collective")
+MEASURING_TOOLS = ("course_utils.profiling:collectives_run_by",)  # a prediction made with these is a measurement
 _MEASURED = {}  # (case, x specs, w specs) -> what the checker's own run of that product showed
 _PRODUCT = []  # the checker's tf.function product, made on first use
 
@@ -328,14 +330,16 @@ class BudgetProduct(Exercise):
         """Run ``sharded_product`` on the three cases, x and w drawn from ``seed``.
 
         Crosses: ``{"callable": False, "type": name}`` for an answer that is not a function, else
-        ``{"callable": True, "cases": [...]}`` with one dict per case of :data:`BUDGET_CASES`, in order: the Mesh
-        passed and what the function returned or raised (see :func:`_collect_case`; DTensors, Layouts, lists
-        of specs and predictions cross as data).
+        ``{"callable": True, "measures": ..., "cases": [...]}``: the tools of MEASURING_TOOLS the function calls (see
+        :func:`.reach.tools_used_by`), and one dict per case of :data:`BUDGET_CASES`, in order: the Mesh passed and
+        what the function returned or raised (see :func:`_collect_case`; DTensors, Layouts, lists of specs and
+        predictions cross as data).
         """
         if not callable(sharded_product):
             return {"callable": False, "type": type(sharded_product).__name__}
         with quiet_tensorflow():
-            return {"callable": True, "cases": [_collect_case(sharded_product, case, seed) for case in BUDGET_CASES]}
+            return {"callable": True, "measures": tools_used_by(sharded_product, MEASURING_TOOLS),
+                    "cases": [_collect_case(sharded_product, case, seed) for case in BUDGET_CASES]}
 
     def _judge_case(self, given, case, seed):
         """The findings of one case from what collect sent: the checker runs its own product for the layouts
@@ -464,10 +468,16 @@ class BudgetProduct(Exercise):
             fb.wrong("communication: judged only where x's examples are over 'batch' and w is within the budget; "
                      "fix those first.")
 
+        measures = [str(name)[:60] for name in data.get("measures", [])][:3] if type(data.get("measures")) is list \
+            else []
         wrong_predictions = [(found, hint) for found in ran for hint in [_prediction_hint(found)] if hint]
         for found, (text, answer) in wrong_predictions:
             fb.wrong(text, answer=answer)
-        if every and not wrong_predictions:
+        if measures:
+            fb.wrong(f"prediction: sharded_product calls {', '.join(measures)}, so its collective is a measurement, "
+                     f"not a prediction. Predict it from the two layouts you chose, before anything runs: the checker "
+                     f"does the measuring.")
+        elif every and not wrong_predictions:
             fb.right("prediction: what each product ran (collectives_run_by): "
                      + "; ".join(f"{found['case'][0]}: {_runs_text(found['run']['runs'])}" for found in ran))
         elif not wrong_predictions:

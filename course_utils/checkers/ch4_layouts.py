@@ -1,12 +1,11 @@
 """Chapter 4 · exercises 1 and 2: a mesh whose axis order puts a layer's units on chosen devices, with the layer's
-layouts on it; a tensor packed by hand with a layout that splits both mesh axes, in the mesh's device order."""
+layouts on it; a function that packs a matrix by hand for any layout, in the mesh's device order."""
 import re
 
-from .answers import UNSHARDED, global_numpy, mesh_dims, short_error, specs
+from .answers import UNSHARDED, global_numpy, layout_of, logical_cpus, mesh_dims, quiet_tensorflow, short_error, specs
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
-
-MESH = [("batch", 4), ("model", 2)]  # the chapter's mesh (exercises 2 to 4 use it)
+from .reach import tools_used_by
 
 
 def by_label(answer, labels, aliases=None):
@@ -26,14 +25,20 @@ def by_label(answer, labels, aliases=None):
     return renamed
 
 
-# Exercise 1: a dense layer h = x @ w + b, 784 inputs -> 128 units; its units over 'model', its examples over
-# 'batch'; the mesh's axis order must put units 0-63 on CPU:0-3 and units 64-127 on CPU:4-7.
-LAYER_AXES = {"batch": 4, "model": 2}
-LAYER_TENSORS = {"w": "w [784, 128]: inputs x units", "b": "b [128]: units", "h": "h [N, 128]: examples x units"}
+# Exercise 1: a dense layer h = x @ w + b, LAYER_INPUTS -> LAYER_UNITS; its units over 'model', its examples over
+# 'batch', on a mesh of other sizes than the chapter's; the mesh's axis order (the CPUs in their order) must put each
+# block of units on the CPUs the question names.
+LAYER_AXES = {"batch": 2, "model": 4}
+LAYER_INPUTS, LAYER_UNITS = 784, 128
+LAYER_TENSORS = {"w": f"w [{LAYER_INPUTS}, {LAYER_UNITS}]: inputs x units", "b": f"b [{LAYER_UNITS}]: units",
+                 "h": f"h [N, {LAYER_UNITS}]: examples x units"}
 LAYER_RANKS = {"w": 2, "b": 1, "h": 2}
 LAYER_ALIASES = {"w_layout": "w", "weight": "w", "kernel": "w", "b_layout": "b", "bias": "b", "h_layout": "h",
                  "output": "h", "outputs": "h", "out": "h", "activations": "h", "y": "h"}
-HALVES = ([0, 1, 2, 3], [4, 5, 6, 7])  # the CPUs asked for units 0-63 and for units 64-127 (the question says so)
+UNIT_BLOCK = LAYER_UNITS // LAYER_AXES["model"]
+# What the question asks: units block q (units UNIT_BLOCK*q to UNIT_BLOCK*(q+1) - 1) on CPU:2q and CPU:2q+1.
+WANTED_BLOCKS = tuple([LAYER_AXES["batch"] * q + i for i in range(LAYER_AXES["batch"])]
+                      for q in range(LAYER_AXES["model"]))
 
 
 def cpu_number(device):
@@ -42,14 +47,14 @@ def cpu_number(device):
     return int(found.group(1)) if found else None
 
 
-def model_halves(mesh):
-    """The CPU numbers at 'model' index 0 and at index 1 of ``mesh``: where a layout [U, 'model'] puts the first and
-    the second half of a matrix's columns."""
+def model_blocks(mesh):
+    """The CPU numbers at each 'model' index of ``mesh``, in order: where a layout [U, 'model'] puts each block of a
+    matrix's columns."""
     devices = mesh.local_devices()
-    halves = ([], [])
+    blocks = tuple([] for _ in range(mesh.dim_size("model")))
     for device_id, location in mesh.unravel_index().items():
-        halves[location["model"]].append(cpu_number(devices[device_id]))
-    return sorted(halves[0]), sorted(halves[1])
+        blocks[location["model"]].append(cpu_number(devices[device_id]))
+    return tuple(sorted(block) for block in blocks)
 
 
 def _cpus_text(numbers):
@@ -59,6 +64,12 @@ def _cpus_text(numbers):
     return ", ".join(f"CPU:{n}" for n in numbers)
 
 
+def _blocks_text(blocks):
+    """Where each block of units is: 'units 0-31 on CPU:0, CPU:1; units 32-63 on ...'."""
+    return "; ".join(f"units {UNIT_BLOCK * q}-{UNIT_BLOCK * (q + 1) - 1} on {_cpus_text(cpus)}"
+                     for q, cpus in enumerate(blocks))
+
+
 def _reference_layer_specs():
     """Exercise 1's layouts: w's units over 'model', b's units likewise, h's examples over 'batch' and units over
     'model'."""
@@ -66,37 +77,39 @@ def _reference_layer_specs():
 
 
 def _reference_layer_mesh():
-    """Exercise 1's mesh: 'model' first, so that it varies slowest and each half of the units is on 4 neighbours."""
-    return [("model", 2), ("batch", 4)]
+    """Exercise 1's mesh: 'model' first, so that it varies slowest and each block of units is on neighbours."""
+    return [("model", LAYER_AXES["model"]), ("batch", LAYER_AXES["batch"])]
 
 
 def _grade_layer_mesh(fb, mesh):
-    """Add a line about exercise 1's mesh; return whether it puts each half of the units where the question asks."""
+    """Add a line about exercise 1's mesh; return whether it puts each block of units where the question asks, with
+    the CPUs in their order."""
     if not (hasattr(mesh, "dim_names") and hasattr(mesh, "local_devices")):
         fb.wrong(f"mesh should be a dtensor.Mesh (dtensor.create_mesh or make_mesh), not a {type(mesh).__name__}.")
         return False
     dims = mesh_dims(mesh)
     if dict(dims) != LAYER_AXES or len(dims) != 2:
-        fb.wrong(f"mesh is {mesh_text(dims)}; the layer needs a 2-D mesh with the axes batch (4) and model (2).")
+        wanted = " and ".join(f"{name} ({size})" for name, size in LAYER_AXES.items())
+        fb.wrong(f"mesh is {mesh_text(dims)}; the layer needs a 2-D mesh with the axes {wanted}.")
         return False
     cpus = [cpu_number(device) for device in mesh.local_devices()]
     if sorted(c for c in cpus if c is not None) != list(range(8)):
         fb.wrong("mesh should use the 8 CPUs, CPU:0 to CPU:7 (devices=cpus).")
         return False
-    first, second = model_halves(mesh)
-    if (first, second) == HALVES:
-        fb.right(f"mesh: {mesh_text(dims)}: units 0-63 of w on {_cpus_text(first)}, 64-127 on {_cpus_text(second)}")
+    reveal = f"Put 'model' first: dtensor.create_mesh({_reference_layer_mesh()}, devices=cpus)."
+    if cpus != list(range(8)):
+        fb.wrong(f"mesh lists the CPUs in another order ({', '.join(map(str, cpus))}). The exercise asks for them in "
+                 f"their order (devices=cpus) and for the ORDER OF THE MESH'S AXES to decide where each block of "
+                 f"units goes: with the CPUs in order, which axis order puts them there?", answer=reveal)
+        return False
+    blocks = model_blocks(mesh)
+    if blocks == WANTED_BLOCKS:
+        fb.right(f"mesh: {mesh_text(dims)}: {_blocks_text(blocks)}")
         return True
-    right_order = _reference_layer_mesh()
-    reveal = f"Put 'model' first: dtensor.create_mesh({right_order}, devices=cpus)."
-    if cpus == list(range(8)):
-        fb.wrong(f"mesh is {mesh_text(dims)}: it does not put units 64-127 on CPU:4-7. A mesh numbers its "
-                 f"devices row-major, the LAST axis varying fastest (mesh.unravel_index() lists each device's "
-                 f"coordinates): where does this mesh put them?",
-                 answer=f"This mesh puts them on {_cpus_text(second)}. {reveal}")
-    else:
-        fb.wrong(f"mesh puts units 64-127 on {_cpus_text(second)}. Take the CPUs in order (devices=cpus) and let "
-                 f"the order of the mesh's axes decide where each half goes.", answer=reveal)
+    fb.wrong(f"mesh is {mesh_text(dims)}: it does not put each block of {UNIT_BLOCK} units on the CPUs the question "
+             f"names. A mesh numbers its devices row-major, the LAST axis varying fastest (mesh.unravel_index() lists "
+             f"each device's coordinates): where does this mesh put them?",
+             answer=f"This mesh puts {_blocks_text(blocks)}. {reveal}")
     return False
 
 
@@ -105,10 +118,10 @@ def _judge_layer_specs(key, given):
     right = _reference_layer_specs()[key]
     reveal = f"{key}: {right}."
     if all(spec == UNSHARDED for spec in given):
-        return {"w": "w is replicated: every device would hold the columns of all 128 units, but each computes only "
-                     "half of them.",
-                "b": "b is replicated: every device holds all 128 biases, but it adds only those of the units it "
-                     "computes.",
+        return {"w": f"w is replicated: every device would hold the columns of all {LAYER_UNITS} units, but each "
+                     f"computes only {UNIT_BLOCK} of them.",
+                "b": f"b is replicated: every device holds all {LAYER_UNITS} biases, but it adds only those of the "
+                     f"units it computes.",
                 "h": "h is replicated: every device would hold every example and every unit, but each computes "
                      "only its own examples and units."}[key], reveal
     if key in ("w", "b") and "batch" in given:
@@ -116,15 +129,15 @@ def _judge_layer_specs(key, given):
                 f"every device along 'batch' needs the same part of it, which a layout says by not naming 'batch'.",
                 reveal)
     if key == "w" and given == ["model", UNSHARDED]:
-        return ("w's layout splits its ROWS (axis 0, the 784 inputs). The specs follow w's axes (inputs, then "
-                "units), whatever the order of the mesh's axes: which axis of w holds the units?",
+        return (f"w's layout splits its ROWS (axis 0, the {LAYER_INPUTS} inputs). The specs follow w's axes (inputs, "
+                f"then units), whatever the order of the mesh's axes: which axis of w holds the units?",
                 "The units are axis 1: [UNSHARDED, 'model'].")
     if key == "h" and given == ["model", "batch"]:
         return ("h's specs are in the order of your MESH's axes. A layout has one spec per axis of the TENSOR, in "
                 "the tensor's order: h is (examples, units).", reveal)
     if key == "h" and given == ["batch", UNSHARDED]:
-        return ("h keeps all 128 units whole on every device, but each device computes only the units of its own "
-                "columns of w.", reveal)
+        return (f"h keeps all {LAYER_UNITS} units whole on every device, but each device computes only the units of "
+                f"its own columns of w.", reveal)
     if key == "h" and given == [UNSHARDED, "model"]:
         return "h's examples are not split, but the layer splits its examples over 'batch'.", reveal
     return f"{key}'s layout does not split {LAYER_TENSORS[key]} as the layer does.", reveal
@@ -172,8 +185,9 @@ class MeshAndLayout(Exercise):
     hints = (
         "Where does a 2-D mesh put each device? mesh.unravel_index() gives each device's coordinates. And a Layout "
         "has one sharding spec per TENSOR axis, in the tensor's own order, whatever the order of the mesh's axes.",
-        "Devices are numbered row-major: the LAST mesh axis varies fastest. For the layouts, name each tensor's axes "
-        "first (w: inputs, units; b: units; h: examples, units): the units go over 'model', the examples over "
+        "Devices are numbered row-major: the LAST mesh axis varies fastest. With the CPUs in order, the devices that "
+        "share one 'model' index are neighbours only if 'model' varies slowest. For the layouts, name each tensor's "
+        "axes first (w: inputs, units; b: units; h: examples, units): the units go over 'model', the examples over "
         "'batch', and a mesh axis that a layout does not name replicates the tensor.",
     )
 
@@ -213,99 +227,197 @@ class MeshAndLayout(Exercise):
         return fb
 
 
-# Exercise 2: x [4, 8] packed by hand on the chapter's mesh with the layout ['model', 'batch'] (the question's).
-PACK_SHAPE = (4, 8)
+# Exercise 2: pack_by_hand(x, layout), for any layout of a matrix on a 2-D mesh, run on the checker's cases (other
+# meshes, shapes and layouts than the chapter's), with the blocks cut by the learner's code: none of the tools that
+# cut or place them (HAND_TOOLS).
+PACK_CASES = (  # (name, mesh axes, x's shape, layout)
+    ("A", (("batch", 4), ("model", 2)), (4, 8), ("model", "batch")),    # both axes, in the other order than the mesh's
+    ("B", (("batch", 2), ("model", 4)), (6, 8), ("batch", "model")),
+    ("C", (("batch", 2), ("model", 4)), (8, 3), ("model", UNSHARDED)),  # 'batch' replicates
+    ("D", (("rows", 2), ("columns", 2)), (4, 6), (UNSHARDED, "rows")),  # a mesh of 4 CPUs with other axis names
+)
+HAND_TOOLS = ("course_utils.packing:pack_batch", "course_utils.packing:shard_slices",
+              "tensorflow.dtensor.python.api:copy_to_mesh", "tensorflow.dtensor.python.api:relayout",
+              "tensorflow.dtensor.python.api:call_with_layout")
 
 
-def _reference_pack_blocks(x):
-    """The blocks of x under ['model', 'batch'] on batch=4 x model=2, in device order: device i sits at
-    (batch=i // 2, model=i % 2) and holds x's rows block i % 2 and its columns block i // 2."""
-    rows, cols = PACK_SHAPE[0] // 2, PACK_SHAPE[1] // 4
-    return [x[(i % 2) * rows:(i % 2 + 1) * rows, (i // 2) * cols:(i // 2 + 1) * cols] for i in range(8)]
+def _pack_case_text(case):
+    name, dims, shape, layout_specs = case
+    shown = "[" + ", ".join("U" if s == UNSHARDED else repr(s) for s in layout_specs) + "]"
+    return f"case {name} (mesh {mesh_text(dims)}, x {shape}, layout {shown})"
 
 
-def _judge_pack_slip(fb, components, x, expected):
-    """Add the line that says what is wrong with the components (the layout is right)."""
+def _pack_data(case, seed):
+    """x of a case, drawn from the check's seed (float32)."""
     import numpy as np
 
-    sizes = dict(MESH)
-    rows, cols = PACK_SHAPE[0] // sizes["model"], PACK_SHAPE[1] // sizes["batch"]
-    shapes = sorted({tuple(c.shape) for c in components})
-    blocks = {(r, c): x[r * rows:(r + 1) * rows, c * cols:(c + 1) * cols] for r in range(2) for c in range(4)}
-    reading = [blocks[r, c] for r in range(2) for c in range(4)]
-    x_blocks = {b.tobytes() for b in blocks.values()}
-    shown = "; ".join(f"CPU:{i} (batch {i // 2}, model {i % 2}): rows {rows * (i % 2)}:{rows * (i % 2 + 1)}, "
-                      f"columns {cols * (i // 2)}:{cols * (i // 2 + 1)}" for i in range(4))
-    if shapes == [(rows, cols)] and len(components) == 8:
-        held = [c.tobytes() for c in components]
-        if all(np.array_equal(c, r) for c, r in zip(components, reading)):
-            fb.wrong("the components are x's blocks in x's reading order (along the first row of blocks, then the "
-                     "second): the order of a mesh with 'model' first. dtensor.pack takes them in THIS mesh's "
-                     "device order: batch=4 x model=2 is numbered row-major, 'model' (the last axis) varying "
-                     "fastest, and here 'model' picks x's ROWS block.", answer=f"{shown}; ...")
-        elif set(held) == x_blocks:
-            bad = [i for i, (c, e) in enumerate(zip(components, expected)) if not np.array_equal(c, e)]
-            fb.wrong(f"the 8 blocks are x's, but the ones on CPU {bad} are on the wrong devices: list them in the "
-                     f"mesh's device order (mesh.local_device_locations()[i] gives device i's coordinates).",
-                     answer=f"{shown}; ...")
-        elif set(held) <= x_blocks:
-            fb.wrong(f"only {len(set(held))} different blocks among the 8 components. ['model', 'batch'] names both "
-                     f"mesh axes, so nothing is replicated: every device holds a different block of x.",
-                     answer=f"{shown}; ...")
+    name, _, shape, _ = case
+    return np.random.default_rng([seed, ord(name)]).standard_normal(shape).astype("float32")
+
+
+def _pack_layout(case):
+    from tensorflow.experimental import dtensor
+
+    _, dims, _, layout_specs = case
+    size = 1
+    for _, n in dims:
+        size *= n
+    cpus = logical_cpus()
+    if len(cpus) < size:
+        raise RuntimeError(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the "
+                           f"notebook's first cell (configure_virtual_cpus(8)) in a fresh kernel.")
+    return dtensor.Layout(list(layout_specs), dtensor.create_mesh(list(dims), devices=cpus[:size]))
+
+
+def _collect_pack(pack_by_hand, case, seed):
+    """Call the learner's function on one case; what it gave, as plain data: {"error": ...}, {"blocks": arrays}
+    (a list of blocks, not packed), {"returned": type name} or {"specs", "mesh", "blocks"} of the DTensor."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    try:
+        out = pack_by_hand(tf.constant(_pack_data(case, seed)), _pack_layout(case))
+    except Exception as err:
+        return {"error": short_error(err).split(" Input tensor is:")[0]}  # not the DTensor's dump
+    layout = layout_of(out) if isinstance(out, tf.Tensor) else None
+    if layout is not None:
+        return {"specs": specs(layout), "mesh": [list(dim) for dim in mesh_dims(layout.mesh)],
+                "blocks": [block.numpy() for block in dtensor.unpack(out)]}
+    if isinstance(out, (list, tuple)) and out and all(hasattr(block, "shape") for block in out):
+        return {"blocks": [global_numpy(block) for block in out], "unpacked": True}
+    return {"returned": "a tensor that is not a DTensor" if isinstance(out, tf.Tensor) else f"a {type(out).__name__}"}
+
+
+def _reference_pack_blocks(case, seed):
+    """The blocks a case's layout gives each device, in the mesh's device order (row-major: the last axis varies
+    fastest), and each device's coordinates and slices."""
+    import itertools
+
+    name, dims, shape, layout_specs = case
+    x, sizes = _pack_data(case, seed), dict(dims)
+    blocks, where = [], []
+    for position in itertools.product(*[range(n) for _, n in dims]):
+        location = dict(zip(sizes, position))
+        cut = []
+        for size, spec in zip(shape, layout_specs):
+            step = size if spec == UNSHARDED else size // sizes[spec]
+            start = 0 if spec == UNSHARDED else location[spec] * step
+            cut.append(slice(start, start + step))
+        blocks.append(x[tuple(cut)])
+        where.append((location, cut))
+    return blocks, where
+
+
+def _judge_pack_answer(case, where):
+    """The part that gives a case away: what the first devices hold."""
+    shown = []
+    for index, (location, cut) in enumerate(where[:3]):
+        at = ", ".join(f"{axis} {i}" for axis, i in location.items())
+        shown.append(f"device {index} ({at}): rows {cut[0].start}:{cut[0].stop}, columns {cut[1].start}:{cut[1].stop}")
+    return "; ".join(shown) + "; ..."
+
+
+def _judge_pack_case(found, case, seed):
+    """None when the case's DTensor is right, else (what is wrong, the part that gives the answer away)."""
+    import numpy as np
+
+    head = f"{_pack_case_text(case)}:"
+    if "error" in found:
+        return f"{head} pack_by_hand raised {found['error']}", ""
+    if "returned" in found:
+        return f"{head} pack_by_hand returned {str(found['returned'])[:60]}; return the DTensor dtensor.pack gives.", ""
+    expected, where = _reference_pack_blocks(case, seed)
+    blocks = [np.asarray(b) for b in found["blocks"]]
+    answer = _judge_pack_answer(case, where)
+    if found.get("unpacked"):
+        return (f"{head} pack_by_hand returned a list of {len(blocks)} blocks; return dtensor.pack(blocks, layout), "
+                f"the DTensor."), ""
+    _, dims, shape, layout_specs = case
+    if [list(s) for s in found["mesh"]] != [list(d) for d in dims] or list(found["specs"]) != list(layout_specs):
+        return (f"{head} the DTensor has the layout {found['specs']} on a mesh {mesh_text(found['mesh'])}: pack the "
+                f"blocks with the layout pack_by_hand receives."), ""
+    if all(b.shape == e.shape and np.array_equal(b, e) for b, e in zip(blocks, expected)):
+        return None
+    want, got = expected[0].shape, blocks[0].shape
+    if {b.shape for b in blocks} == {want}:
+        held = [b.tobytes() for b in blocks]
+        wanted = [e.tobytes() for e in expected]
+        if sorted(held) == sorted(wanted):
+            return (f"{head} the blocks are x's, but some are on the wrong devices: dtensor.pack takes them in the "
+                    f"mesh's device order, numbered row-major, the LAST mesh axis varying fastest "
+                    f"(mesh.local_device_locations()[i] gives device i's coordinates).", answer)
+        if set(held) < set(wanted):
+            return (f"{head} only {len(set(held))} different blocks among the {len(blocks)}, though the layout gives "
+                    f"{len(set(wanted))}: devices that differ along a mesh axis the layout names hold different "
+                    f"blocks.", answer)
+        if len(set(held)) > len(set(wanted)):
+            return (f"{head} {len(set(held))} different blocks, though the layout gives {len(set(wanted))}: a mesh "
+                    f"axis the layout does not name replicates x, so the devices along it hold the same block.",
+                    answer)
+        return f"{head} some blocks hold values that are not the block of x their device should hold: cut x itself.", \
+            answer
+    sizes = dict(dims)
+    why = []
+    for axis, (n, spec, g, w) in enumerate(zip(shape, layout_specs, got, want)):
+        if g == w:
+            continue
+        if spec == UNSHARDED:
+            why.append(f"x's axis {axis} is cut, though the layout leaves it whole (UNSHARDED: every device holds all "
+                       f"of it)")
+        elif g == n:
+            why.append(f"x's axis {axis} is left whole, though the layout splits it over {spec!r}")
+        elif any(g == n // size for axis_name, size in sizes.items() if axis_name != spec):
+            why.append(f"x's axis {axis} is cut by the size of another mesh axis than {spec!r}, the one its spec "
+                       f"names (the specs follow x's axes, not the mesh's)")
         else:
-            fb.wrong("some components hold values that are not a block of x: cut x itself.")
-    elif shapes == [(PACK_SHAPE[0] // sizes["batch"], PACK_SHAPE[1] // sizes["model"])]:
-        fb.wrong(f"each component has shape {shapes[0]}: you cut x's rows by 'batch' and its columns by 'model'. "
-                 f"The specs follow x's axes: under ['model', 'batch'] the rows (axis 0) are cut by 'model' and the "
-                 f"columns (axis 1) by 'batch'.", answer=f"Each device holds a ({rows}, {cols}) block.")
-    elif len(shapes) == 1 and shapes[0][0] == PACK_SHAPE[0]:
-        fb.wrong(f"each component holds all {PACK_SHAPE[0]} rows of x: you cut only its columns. The layout splits "
-                 f"the rows too, over 'model', so the two devices of a 'batch' row hold different blocks.",
-                 answer=f"Each device holds a ({rows}, {cols}) block: {shown}; ...")
-    elif len(shapes) == 1 and shapes[0][1] == PACK_SHAPE[1]:
-        fb.wrong(f"each component holds all {PACK_SHAPE[1]} columns of x: you cut only its rows. The layout splits "
-                 f"the columns too, over 'batch'.", answer=f"Each device holds a ({rows}, {cols}) block: {shown}; ...")
-    else:
-        fb.wrong(f"the components have shape(s) {shapes}; under ['model', 'batch'] each device holds x's rows "
-                 f"divided by the size of 'model' and its columns divided by the size of 'batch'.",
-                 answer=f"Each device holds a ({rows}, {cols}) block.")
+            why.append(f"x's axis {axis} ({n}) is cut into pieces of {g}, not into {sizes[spec]} pieces of {w}")
+    return (f"{head} the blocks have shape {tuple(got)}, not {tuple(want)}: " + "; ".join(why) + "."), answer
 
 
 class PackByHand(Exercise):
-    title = "Pack by hand, split over both mesh axes"
+    title = "Pack by hand, for any layout"
     points = 2
     hints = (
-        "dtensor.pack takes one component per device, in the mesh's device order (CPU:0 to CPU:7). The layout names "
-        "both mesh axes, so no device shares its block with another.",
-        "mesh.local_device_locations()[i] gives device i's coordinates; on batch=4 x model=2 the last axis, 'model', "
-        "varies fastest. The specs follow x's axes: the device at (batch=b, model=m) holds x's rows block m and its "
-        "columns block b.",
+        "dtensor.pack takes one block per device, in the mesh's device order. For each device, which part of each "
+        "axis of x does it hold? The layout's spec for that axis names the mesh axis that splits it (or none), and "
+        "the device's coordinate along that mesh axis picks the piece.",
+        "Loop over mesh.local_device_locations() (device i's coordinates, as a dict of mesh axis -> index). For each "
+        "axis of x whose spec is a mesh axis, tf.split it into mesh.dim_size(spec) pieces and keep piece "
+        "location[spec]; an UNSHARDED axis stays whole. Then dtensor.pack(blocks, layout).",
     )
 
-    def grade(self, components):
-        import numpy as np
+    def collect(self, pack_by_hand, seed=0):
+        """Runs ``pack_by_hand`` on every case of PACK_CASES with x drawn from ``seed``. What crosses: {"callable":
+        False, "type": name}, or {"callable": True, "used": the tools of HAND_TOOLS it calls (by name or alias, see
+        :func:`.reach.tools_used_by`), "cases": per case what :func:`_collect_pack` found}."""
+        if not callable(pack_by_hand):
+            return {"callable": False, "type": type(pack_by_hand).__name__}
+        with quiet_tensorflow():
+            return {"callable": True, "used": tools_used_by(pack_by_hand, HAND_TOOLS),
+                    "cases": [_collect_pack(pack_by_hand, case, seed) for case in PACK_CASES]}
 
+    def judge(self, data, seed=0):
+        """Grades what :meth:`collect` found against the blocks of each case for ``seed``."""
         fb = Feedback()
-        x = np.arange(np.prod(PACK_SHAPE), dtype="float32").reshape(PACK_SHAPE)
-        if hasattr(components, "shape"):
-            fb.wrong("components should be the LIST of blocks that dtensor.pack takes, one per device in the mesh's "
-                     "device order, not one tensor.")
+        if not data["callable"]:
+            fb.wrong(f"pack_by_hand should be a function (x, layout) -> DTensor, not a {str(data['type'])[:60]}.")
             return fb
-        if not isinstance(components, (list, tuple)):
-            fb.wrong(f"components should be a list of 8 blocks of x, one per device; got a {type(components).__name__}.")
+        cases = data["cases"]
+        if type(cases) is not list or len(cases) != len(PACK_CASES):
+            raise ValueError(f"{len(PACK_CASES)} cases expected")
+        used = [str(name) for name in data["used"]][:5] if type(data["used"]) is list else []
+        if used:
+            fb.wrong(f"pack_by_hand calls {', '.join(used)}, which cuts (or places) the blocks for you. By hand means "
+                     f"that your code cuts x into each device's block (tf.split, or slicing) and gives the list to "
+                     f"dtensor.pack: this check gives no points while it does.")
             return fb
-        try:
-            components = [global_numpy(c) for c in components]
-        except Exception as err:
-            fb.wrong(f"Could not read the components as arrays ({short_error(err)}).")
-            return fb
-        if len(components) != 8:
-            fb.wrong(f"{len(components)} components: dtensor.pack takes one per device of the mesh, 8 here.")
-            return fb
-        expected = _reference_pack_blocks(x)
-        if all(c.shape == e.shape and np.array_equal(c, e) for c, e in zip(components, expected)):
-            fb.right("components: the device at (batch=b, model=m) holds rows 2m:2m+2 and columns 2b:2b+2 of x",
-                     points=2)
-        else:
-            _judge_pack_slip(fb, components, x, expected)
+        problems = [(case, _judge_pack_case(found, case, seed)) for found, case in zip(cases, PACK_CASES)]
+        wrong = [(case, problem) for case, problem in problems if problem]
+        for case, (text, answer) in wrong:
+            fb.wrong(text, answer=answer)
+        if not wrong:
+            fb.right(f"every case: each device holds its block of x, in the mesh's device order (cases "
+                     f"{', '.join(case[0] for case in PACK_CASES)})", points=2)
+        elif all(sum(spec != UNSHARDED for spec in case[3]) == 2 for case, _ in wrong):
+            fb.right("the layouts that split one axis of x: each device holds its block", points=1)
         return fb

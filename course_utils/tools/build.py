@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.checkers.core import CELLS_FILE
+from course_utils.checkers.core import CELLS_FILE, notebook_cells
 from course_utils.tools.checkout import checkout_root, course_config
 from course_utils.tools.docs import fill_page, page_paths
 from course_utils.notebook_setup import KERAS_MODES, setup_source
@@ -174,9 +174,11 @@ def stamp(nb, relative_path, config):
     return nb
 
 
-def expected_files(root):
+def expected_files(root, write_cells=False):
     """Map each generated path to its expected text: the stamped notebooks, ``notebook_cells.json`` and the pages
-    (``README.md``, ``docs/*.md``) with their facts written in."""
+    (``README.md``, ``docs/*.md``) with their facts written in. The pages' facts come from the checkers, which check
+    their exercises' names against ``notebook_cells.json``: with ``write_cells``, a stale one is written (and read
+    again) before the pages are filled, so that a build after adding an exercise does not stop on the old file."""
     config = course_config(root)
     notebooks, chapters = {}, {}
     for folder in ("notebooks", "solutions"):
@@ -192,6 +194,10 @@ def expected_files(root):
         notebooks[target] = stamp(make_exercise(solution), target.relative_to(root).as_posix(), config)
     files = {path: nbformat.writes(nb) + "\n" for path, nb in notebooks.items()}
     files[root / CELLS_PATH] = cells_file_text(chapters)
+    cells_path = root / CELLS_PATH
+    if write_cells and (not cells_path.exists() or cells_path.read_text() != files[cells_path]):
+        cells_path.write_text(files[cells_path])
+        notebook_cells.cache_clear()
     for path in page_paths(root):
         files[path] = fill_page(path.read_text(encoding="utf-8"), path, root)
     return files
@@ -216,7 +222,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     root = checkout_root()
     stale = []
-    for path, text in expected_files(root).items():
+    for path, text in expected_files(root, write_cells=not args.verify).items():
         if not path.exists() or path.read_text() != text:
             stale.append(path.relative_to(root).as_posix())
             if not args.verify:

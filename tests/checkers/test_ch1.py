@@ -111,11 +111,16 @@ def test_ch1_q1_guessing_and_malformed_answers():
     assert_hint(grade(1, "q1", placements(f=None)), "f: not answered yet", points=1)
 
 
-def test_ch1_solution_cells_are_right(solution_cells):
-    for cell, name, answer in (("ch1-q1", "q1", "placements"), ("ch1-q2", "q2", "predictions")):
+def test_ch1_solution_cells_are_right(solution_cells, cpus8):
+    for cell, name, answer in (("ch1-q1", "q1", "placements"), ("ch1-q2", "q2", "predictions"),
+                               ("ch1-q3", "q3", "gradients"), ("ch1-q4", "q4", "sharded_sum")):
         source = solution_cells[cell]
         block = source[source.index("# BEGIN SOLUTION"):source.index("# END SOLUTION")]
-        namespace = {}
+        import tensorflow as tf
+
+        namespace = {"tf": tf, "cpu_names": cpus8, "example_batch": tf.ones((10, 5)),
+                     "example_weights": tf.ones((5, 3))}
+        namespace["example_devices"] = namespace["cpu_names"][:3]
         exec(block, namespace)
         assert_correct(grade(1, name, namespace[answer]))
 
@@ -208,62 +213,162 @@ def test_ch1_q2_first_try_names_ideas_not_calls():
             assert why not in first
 
 
-# --- q3: gradients with GradientTape -------------------------------------------------------------
+# --- q3: gradients with GradientTape, for the checker's functions ------------------------------------
 
-@pytest.fixture(scope="module")
-def tape_results(cpus8):
-    """The right gradients, the gradients of an unwatched constant (None and zero), and y."""
+def _gradients(watch=True, inside=True, order="wx", zeros=False):
+    """A gradients(f, w, x): ``watch`` x or not, call f ``inside`` the tape or not, return in ``order``, ask for
+    ``zeros`` instead of None for what the tape did not record."""
     import tensorflow as tf
 
-    w, x = tf.Variable(ch1.W), tf.constant(ch1.X)
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(x)
-        y = w * x ** 2
-    right = tape.gradient(y, [w, x])
-    with tf.GradientTape(persistent=True) as tape:
-        y = w * x ** 2
-    unwatched = tape.gradient(y, [w, x])
-    zeros = tape.gradient(y, [w, x], unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return right, unwatched, zeros, y
+    def gradients(f, w, x):
+        if not inside:
+            y = f(w, x)
+        with tf.GradientTape() as tape:
+            if watch:
+                tape.watch(x)
+            if inside:
+                y = f(w, x)
+        unconnected = tf.UnconnectedGradients.ZERO if zeros else tf.UnconnectedGradients.NONE
+        dw, dx = tape.gradient(y, [w, x], unconnected_gradients=unconnected)
+        return (dw, dx) if order == "wx" else (dx, dw)
+    return gradients
 
 
-def test_ch1_q3_gradient_tape(tape_results):
+def test_ch1_q3_the_references_are_what_a_tape_gives(cpus8):
+    """The checker's derivatives, worked out by calculus, are what tf.GradientTape computes for its functions (the
+    vector-valued f's gradient is that of its sum)."""
     import tensorflow as tf
 
-    (grad_w, grad_x), unwatched, zeros, y = tape_results
-    assert_correct(grade(1, "q3", grad_w, grad_x))
-    assert_correct(grade(1, "q3", grad_w.numpy(), grad_x.numpy()))  # .numpy() of the tape's result is fine
-    assert unwatched[1] is None
-    assert_hint(grade(1, "q3", *unwatched), "a tape only watches trainable variables", "tape.watch(x)", points=1)
-    assert_hint(grade(1, "q3", *zeros), "grad_x = 0: the tape did not record x", points=1)
-    assert_hint(grade(1, "q3", grad_x, grad_w), "swapped")
-    assert_hint(grade(1, "q3", None, None), "inside* the")
-    assert_hint(grade(1, "q3", grad_w, y), "grad_x = 18 is y itself", points=1)
-    assert_hint(grade(1, "q3", y, grad_x), "grad_w = 18 is y itself", points=1)
-    assert_hint(grade(1, "q3", grad_x, grad_x), "grad_w = 12 is the derivative with respect to the other", points=1)
-    assert_hint(grade(1, "q3", grad_w, tf.constant(6.0)), "grad_x = 6 is not the derivative", points=1)
-    assert_hint(grade(1, "q3", grad_w, ...), "grad_x: not answered yet", points=1)
-    assert_hint(grade(1, "q3", grad_w, tf.ones(3)), "expected one number", points=1)
-    by_hand = grade(1, "q3", 9.0, 12.0)
-    assert_hint(by_hand, "grad_w is a plain Python number", "grad_x is a plain Python number")
-    assert_hint(grade(1, "q3", 9, grad_x), "grad_w is a plain Python number", points=1)
+    from course_utils.checkers import ch1_build
+
+    for seed in (0, 7):
+        for index, ((w, x), truth) in enumerate(zip(ch1_build._tape_values(seed), ch1_build._reference_tape_gradients(seed))):
+            got = _gradients()(ch1_build._tape_function(index), tf.Variable(w), tf.constant(x))
+            for g, want in zip(got, truth):
+                np.testing.assert_allclose(g.numpy(), want, rtol=1e-5)
+
+
+def test_ch1_q3_gradient_tape(cpus8):
+    import tensorflow as tf
+
+    assert_correct(grade(1, "q3", _gradients()))
+    assert_correct(grade(1, "q3", lambda f, w, x: [g.numpy() for g in _gradients()(f, w, x)]))  # NumPy is fine
+    assert_hint(grade(1, "q3", _gradients(watch=False)), "a tape only watches trainable variables", "tape.watch(x)",
+                points=1)
+    assert_hint(grade(1, "q3", _gradients(watch=False, zeros=True)), "zeros: the tape did not record x", points=1)
+    assert_hint(grade(1, "q3", _gradients(order="xw")), "swapped", points=0)
+    assert_hint(grade(1, "q3", _gradients(inside=False)), "Call f(w, x) INSIDE", points=0)
+    assert_hint(grade(1, "q3", lambda f, w, x: (_gradients()(f, w, x)[0], f(w, x))), "f's value itself", points=1)
+    assert_hint(grade(1, "q3", lambda f, w, x: (_gradients()(f, w, x)[1],) * 2), "the other input", points=1)
+
+    def difference_quotient(f, w, x, h=1e-3):  # by hand: close, never exact
+        dw = (f(tf.Variable(w + h), x) - f(w, x)) / h
+        dx = (f(w, x + h) - f(w, x)) / h
+        return dw, dx
+    assert_hint(grade(1, "q3", difference_quotient), "close, but not exact", points=0)
+    assert_hint(grade(1, "q3", lambda f, w, x: (9.0, 12.0)), "returns 9.0 whatever f, w and x", points=0)  # typed
+    assert_hint(grade(1, "q3", lambda f, w, x: (tf.fill([5], tf.reduce_sum(w)), tf.fill([5], tf.reduce_sum(x)))),
+                "shape [5]", points=0)
+    assert_hint(grade(1, "q3", lambda f, w, x: 1 / 0), "raised ZeroDivisionError", points=0)
+    assert_hint(grade(1, "q3", lambda f, w, x: tf.ones(2)), "return two values", points=0)
+    assert_hint(grade(1, "q3", 9.0), "should be a function")
+    assert grade(1, "q3", None).status == "unanswered"
+
+
+def test_ch1_q3_a_fixed_answer_does_not_pass(cpus8):
+    """The old exercise accepted tf.constant(9.0) and tf.constant(12.0), a value worked out by hand: the checker now
+    calls the learner's function on functions and values of its own."""
+    import tensorflow as tf
+
+    result = grade(1, "q3", lambda f, w, x: (tf.constant(9.0), tf.constant(12.0)))
+    assert_hint(result, "df/dw: your function returns 9.0 whatever", "df/dx: your function returns 12.0", points=0)
+    ex = exercises(1).q3
+    assert_correct(ex.judge_export(ex.export(_gradients(), seed=31), seed=31))
+    assert ex.judge_export(ex.export(_gradients(), seed=0), seed=31).points == 0  # values of another seed
+
+
+# --- q4: one piece of work on each device, measured ------------------------------------------------
+
+def _sharded(sizes="first_longer", place="devices", total_on="first"):
+    """A sharded_sum: shard ``sizes`` "first_longer" (right), "last_longer" or "equal" (tf.split(batch, n)); ``place``
+    "devices" (right), "index" (f"/CPU:{i}") or "nowhere"; the total added on the "first" device or on "CPU:0"."""
+    import tensorflow as tf
+
+    def sharded_sum(batch, weights, devices):
+        n, rows = len(devices), batch.shape[0]
+        longer = [1 if i < rows % n else 0 for i in range(n)]
+        split = {"first_longer": [rows // n + e for e in longer], "last_longer": [rows // n + e for e in longer[::-1]],
+                 "equal": n}[sizes]
+        partials = []
+        for i, shard in enumerate(tf.split(batch, split)):
+            device = {"devices": devices[i], "index": f"/CPU:{i}", "nowhere": "/CPU:0"}[place]
+            with tf.device(device):
+                partials.append(tf.reduce_sum(tf.matmul(shard, weights), axis=0))
+        with tf.device(devices[0] if total_on == "first" else "/CPU:0"):
+            total = tf.add_n(partials)
+        return total, partials
+    return sharded_sum
+
+
+def test_ch1_q4_the_cases(cpus8):
+    from course_utils.checkers import ch1_build
+
+    for seed in range(10):
+        cases = ch1_build._shard_cases(seed)
+        assert [len(cpus) for cpus, _ in cases] == [3, 2, 4]
+        assert [rows % len(cpus) != 0 for cpus, rows in cases] == [True, False, True]
+        assert cases[1][0][0] == 0 and cases[0][0][0] != 0 and cases[2][0][0] != 0
+        assert all(len(set(cpus)) == len(cpus) and cpus != sorted(cpus) for cpus, _ in (cases[0], cases[2]))
+
+
+def test_ch1_q4_sharded_sum(cpus8):
+    assert_correct(grade(1, "q4", _sharded()))
+    assert_hint(grade(1, "q4", _sharded(sizes="last_longer")), "the first shards are the longer ones", points=2)
+    assert_hint(grade(1, "q4", _sharded(sizes="equal")), "do not cut into 3 equal shards", "list of sizes", points=0)
+    assert_hint(grade(1, "q4", _sharded(place="index")), "the position in the list, not on devices[i]", points=2)
+    assert_hint(grade(1, "q4", _sharded(place="nowhere")), "every partial sum was computed on CPU:0", points=2)
+    assert_hint(grade(1, "q4", _sharded(total_on="CPU:0")), "the total was added on CPU:0, not on the first device",
+                points=2)
+    first = exercises(1).q4._evaluate((_sharded(place="index"),), {}, first_try=True).message
+    assert "the position in the list" in first and "Open `with tf.device(devices[i])" not in first
+
+
+def test_ch1_q4_what_the_function_returns(cpus8):
+    import tensorflow as tf
+
+    def numpy_values(batch, weights, devices):
+        total, partials = _sharded()(batch, weights, devices)
+        return total.numpy(), [p.numpy() for p in partials]
+    assert_hint(grade(1, "q4", numpy_values), "not tensors (NumPy values have no .device)", points=1)
+
+    def whole_batch(batch, weights, devices):
+        partials = []
+        for device in devices:
+            with tf.device(device):
+                partials.append(tf.reduce_sum(tf.matmul(batch, weights), axis=0))
+        with tf.device(devices[0]):
+            return tf.add_n(partials), partials
+    assert_hint(grade(1, "q4", whole_batch), "the sum of the whole batch", "the total is not", points=1)
+    assert_hint(grade(1, "q4", lambda b, w, d: _sharded()(b, w, d)[1]), "return (total, partials)", points=0)
+    assert_hint(grade(1, "q4", lambda b, w, d: (None, _sharded()(b, w, d)[1][:1])), "give one per device", points=0)
+    assert_hint(grade(1, "q4", "sharded_sum"), "should be a function")
+    ex = exercises(1).q4
+    assert_correct(ex.judge_export(ex.export(_sharded(), seed=8), seed=8))
+    assert ex.judge_export(ex.export(_sharded(), seed=0), seed=8).points < 3
 
 
 # --- graded hand-outs: feedback never states the answer --------------------------------------------
 
-def test_ch1_graded_feedback_never_gives_the_answer(tape_results):
-    import tensorflow as tf
-
-    (grad_w, grad_x), unwatched, _, _ = tape_results
+def test_ch1_graded_feedback_never_gives_the_answer(cpus8):
     graded = exercises(1, mode="graded")
     wrong_placements = {"b": 3, "c": 2, "d": 1, "e": 1, "f": "error"}
     cases = [
         (graded.q1, (wrong_placements,),
          list(ch1._reference_placement_reasons().values()) + ["It runs on"]),
         (graded.q2, ([not t for t in ch1._reference_traces()],), ch1._reference_why_traces() + ["call 1"]),
-        (graded.q3, unwatched, ["tape.watch(x) inside"]),
-        (graded.q3, (grad_x, grad_w), ["dy/dw first"]),
-        (graded.q3, (grad_w, tf.constant(6.0)), ["dy/dx is 2*w*x"]),
+        (graded.q3, (_gradients(watch=False),), ["tape.watch(x) inside"]),
+        (graded.q3, (_gradients(order="xw"),), ["df/dw first"]),
+        (graded.q4, (_sharded(place="index"),), ["Open `with tf.device(devices[i])"]),
     ]
     for exercise, answer, reveals in cases:
         hidden = exercise.evaluate(*answer).message
@@ -298,5 +403,19 @@ def test_ch1_the_sandbox_copy_states_no_answer():
                    ch1._reference_call_ideas()):
         assert not holding(module, answer), answer
     assert [cls.__name__ for cls in module.CHAPTER.exercises] == [cls.__name__ for cls in ch1.CHAPTER.exercises]
-    for cls in module.CHAPTER.exercises:
-        assert "grade" not in vars(cls) and cls.hints, cls.__name__
+    for cls in module.CHAPTER.exercises:  # GradientTape and ShardedSum come from the real ch1_build here
+        assert cls.hints and (cls.__module__ != module.__name__ or "grade" not in vars(cls)), cls.__name__
+
+
+def test_ch1_the_sandbox_copy_of_the_code_exercises_states_no_answer(cpus8):
+    from helpers import stripped_exercise
+
+    module, undefined = sandbox_copy("ch1_build")
+    assert not undefined
+    for gone in ("_reference_tape_gradients", "_reference_tape_values", "_reference_shard_sums"):
+        assert not hasattr(module, gone), gone
+    for cls in (module.GradientTape, module.ShardedSum):
+        assert cls.hints and not {"judge", "grade"} & set(vars(cls)) and hasattr(cls, "collect")
+    for name, cls, answer in (("q3", "GradientTape", _gradients()), ("q4", "ShardedSum", _sharded())):
+        text = stripped_exercise("ch1_build", cls, 1, name).export(answer, seed=5)
+        assert_correct(getattr(exercises(1), name).judge_export(text, seed=5))

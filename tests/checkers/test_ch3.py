@@ -13,28 +13,36 @@ FAULTS = ch3._reference_faults()
 
 def test_ch3_q1_tf_config_worker_and_tensorflow_agrees(monkeypatch, cpus8):
     import tensorflow as tf
+    from tensorflow.python.distribute import multi_worker_util
 
     right = json.dumps(MWMS)
     assert_correct(grade(3, "q1", right))
     monkeypatch.setenv("TF_CONFIG", right)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    assert (resolver.task_type, resolver.task_id) == ("worker", 2)
+    assert (resolver.task_type, resolver.task_id) == ("worker", 1)
     assert resolver.cluster_spec().as_dict() == MWMS["cluster"]
+    assert MWMS["cluster"]["worker"][1] == ch3.WORKER_ASKED  # the process the question names
+    # The question's claim: MultiWorkerMirroredStrategy counts the chief as one of its workers (3 train together).
+    assert multi_worker_util.worker_count(resolver.cluster_spec(), "worker") == 3
 
     def variant(cluster=None, task=None):
         return json.dumps({"cluster": cluster or MWMS["cluster"], "task": task or MWMS["task"]})
 
     assert_hint(grade(3, "q1", MWMS), "must be a STRING", points=1)
-    assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": 3})), "count from 0", points=1)
-    as_text = grade(3, "q1", variant(task={"type": "worker", "index": "2"}))  # TensorFlow reads int(task["index"])
+    flat = grade(3, "q1", variant(task={"type": "worker", "index": 2}))  # its position among all three addresses
+    assert_hint(flat, "counts within the 'worker' list only, from 0", points=1)
+    as_text = grade(3, "q1", variant(task={"type": "worker", "index": "1"}))  # TensorFlow reads int(task["index"])
     assert_correct(as_text)
     assert "TensorFlow reads it with int()" in as_text.message
     assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": "two"})), "must be a whole number", points=1)
-    assert_hint(grade(3, "q1", variant(task={"type": "chief", "index": 2})), "'chief' is not the role of the third worker", points=1)
-    shuffled = {"worker": list(reversed(MWMS["cluster"]["worker"]))}
+    assert_hint(grade(3, "q1", variant(task={"type": "chief", "index": 1})),
+                "'chief' is not the role of the process on localhost:12347", points=1)
+    shuffled = dict(MWMS["cluster"], worker=list(reversed(MWMS["cluster"]["worker"])))
     assert_hint(grade(3, "q1", variant(cluster=shuffled)), "identically ordered", points=1)
-    with_chief = {"chief": ["localhost:12344"], "worker": MWMS["cluster"]["worker"]}
-    assert_hint(grade(3, "q1", variant(cluster=with_chief)), "no chief", points=1)
+    all_workers = {"worker": MWMS["cluster"]["chief"] + MWMS["cluster"]["worker"]}  # the chapter's form: no chief
+    assert_hint(grade(3, "q1", json.dumps({"cluster": all_workers, "task": {"type": "worker", "index": 2}})),
+                "the 'chief' is missing: this job's chief (localhost:12345) is a task of its own role",
+                "the 'worker' list does not hold the addresses", points=0)
     assert_hint(grade(3, "q1", "{'cluster': }"), "Not valid JSON")
     assert_hint(grade(3, "q1", json.dumps({"cluster_spec": {}, "task": {}})), "Unknown top-level key")
 
@@ -46,7 +54,7 @@ def test_ch3_q1_optional_keys_that_tensorflow_reads(monkeypatch, cpus8):
     assert_correct(grade(3, "q1", with_rpc))
     monkeypatch.setenv("TF_CONFIG", with_rpc)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    assert resolver.rpc_layer == "grpc" and resolver.task_id == 2  # TensorFlow reads the key
+    assert resolver.rpc_layer == "grpc" and resolver.task_id == 1  # TensorFlow reads the key
     noted = grade(3, "q1", json.dumps(dict(MWMS, environment="cloud")))
     assert_correct(noted)
     assert "Optional key(s) ['environment']" in noted.message
@@ -61,23 +69,29 @@ def test_ch3_q2_tf_config_parameter_server(monkeypatch, cpus8):
     assert_correct(grade(3, "q2", right))
     monkeypatch.setenv("TF_CONFIG", right)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    assert (resolver.task_type, resolver.task_id) == ("ps", 0)
+    assert (resolver.task_type, resolver.task_id) == ("ps", 1)
+    assert PS["cluster"]["ps"][1] == ch3.PS_ASKED
     no_chief = {k: v for k, v in PS["cluster"].items() if k != "chief"}
     assert_hint(grade(3, "q2", json.dumps({"cluster": no_chief, "task": PS["task"]})),
                 "runs the ClusterCoordinator", points=1)
     renamed = {("parameter_server" if k == "ps" else k): v for k, v in PS["cluster"].items()}
-    assert_hint(grade(3, "q2", json.dumps({"cluster": renamed, "task": {"type": "parameter_server", "index": 0}})),
+    assert_hint(grade(3, "q2", json.dumps({"cluster": renamed, "task": {"type": "parameter_server", "index": 1}})),
                 "the role is called 'ps'")
-    assert_hint(grade(3, "q2", json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 1}})),
+    assert_hint(grade(3, "q2", json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 2}})),
                 "count from 0", points=1)
+    assert_hint(grade(3, "q2", json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 0}})),
+                "does not point to the process on localhost:20004", points=1)
+    one_ps = dict(PS["cluster"], ps=PS["cluster"]["ps"][:1])
+    assert_hint(grade(3, "q2", json.dumps({"cluster": one_ps, "task": PS["task"]})),
+                "the 'ps' list does not hold the addresses", points=1)
 
 
 def test_ch3_q2_readable_forms_and_typical_mistakes(monkeypatch, cpus8):
     import tensorflow as tf
 
-    string_index = json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": "0"}})
+    string_index = json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": "1"}})
     monkeypatch.setenv("TF_CONFIG", string_index)
-    assert tf.distribute.cluster_resolver.TFConfigClusterResolver().task_id == 0  # TensorFlow reads it with int()
+    assert tf.distribute.cluster_resolver.TFConfigClusterResolver().task_id == 1  # TensorFlow reads it with int()
     result = grade(3, "q2", string_index)
     assert_correct(result)
     assert "TensorFlow reads it with int()" in result.message
@@ -85,15 +99,15 @@ def test_ch3_q2_readable_forms_and_typical_mistakes(monkeypatch, cpus8):
     result = grade(3, "q2", json.dumps({"cluster": loopback, "task": PS["task"]}))
     assert_correct(result)
     assert "127.0.0.1 is localhost" in result.message
-    flat = grade(3, "q2", json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 3}}))
-    assert_hint(flat, "counts within the 'ps' list only", points=1)  # 20003 is the 4th address of the cluster
+    flat = grade(3, "q2", json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 4}}))
+    assert_hint(flat, "counts within the 'ps' list only", points=1)  # 20004 is the 5th address of the cluster
     upper = {role.upper(): addresses for role, addresses in PS["cluster"].items()}
-    assert_hint(grade(3, "q2", json.dumps({"cluster": upper, "task": {"type": "PS", "index": 0}})),
+    assert_hint(grade(3, "q2", json.dumps({"cluster": upper, "task": {"type": "PS", "index": 1}})),
                 "role names are lower case", "'CHIEF', 'WORKER', 'PS' are not roles", "not 'PS'")
     assert "'chief' is missing" not in grade(3, "q2", json.dumps({"cluster": upper, "task": PS["task"]})).message
-    first = exercises(3).q2._evaluate((json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 3}}),),
+    first = exercises(3).q2._evaluate((json.dumps({"cluster": PS["cluster"], "task": {"type": "ps", "index": 4}}),),
                                       {}, first_try=True).message
-    assert "It is" not in first and "'index': 0" not in first
+    assert "It is" not in first and "'index': 1" not in first
 
 
 def test_ch3_q3_faults():
@@ -168,6 +182,8 @@ def test_ch3_q5_every_worker_saves():
         return path if is_chief else None
 
     assert_hint(grade(3, "q5", chief_only), "the job hangs", points=0)
+    measured = grade(3, "q5", right).message
+    assert "Run as the job runs it" in measured and "only model_" in measured
     from course_utils.checkers import exercises
     assert "workertemp" not in exercises(3, mode="graded").q5.evaluate(chief_only).message
     assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path), "writes the chief's own file", points=1)
@@ -194,6 +210,28 @@ def test_ch3_q5_every_worker_saves():
     assert "workertemp" not in graded.message
     assert_hint(grade(3, "q5", "workertemp"), "must be the function")
     assert_hint(grade(3, "q5", lambda path: path), "called as")
+
+
+def test_ch3_q5_the_save_is_run_on_the_file_system():
+    """The checker runs the job's save with the learner's paths in a temporary folder: every worker writes its file,
+    then deletes the folder it wrote into, and what is left is measured."""
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    with TemporaryDirectory() as folder:
+        path = Path(folder) / "run" / "model.keras"
+        right = [str(path), *[str(path.parent / f"workertemp_{i}" / path.name) for i in range(3)]]
+        assert ch3._save_as_the_job_does(Path(folder), path, right) == {"files": ["model.keras"], "chief": "0",
+                                                                       "outside": 0}
+    with TemporaryDirectory() as folder:
+        path = Path(folder) / "run" / "model.keras"
+        beside = [str(path), *[str(path.with_name(f"model_{i}.keras")) for i in range(3)]]  # the script keeps them
+        left = ch3._save_as_the_job_does(Path(folder), path, beside)
+        assert left["files"] == ["model.keras", "model_0.keras", "model_1.keras", "model_2.keras"]
+    with TemporaryDirectory() as folder:
+        path = Path(folder) / "run" / "model.keras"
+        away = [str(path), "/nonexistent-course-path/a/model.keras", None, None]
+        assert ch3._save_as_the_job_does(Path(folder), path, away)["outside"] == 1  # nothing written outside
 
 
 def test_ch3_q5_a_folder_of_its_own_anywhere(tmp_path):

@@ -25,15 +25,23 @@ def _layer_layouts(mesh, w=("unsharded", "model"), b=("model",), h=("batch", "mo
 def model_first(cpus8):
     from tensorflow.experimental import dtensor
 
-    return dtensor.create_mesh([("model", 2), ("batch", 4)], devices=cpus8)
+    return dtensor.create_mesh([("model", 4), ("batch", 2)], devices=cpus8)
 
 
-def test_ch4_q1_the_question_is_what_dtensor_does(model_first, mesh42):
-    """The question's claims, measured: on model=2 x batch=4 units 64-127 of w (and their biases) are on CPU:4-7;
-    the chapter's batch=4 x model=2 mesh puts them on CPU:1, 3, 5, 7; h's blocks are each device's examples and
-    units."""
+@pytest.fixture(scope="module")
+def batch_first(cpus8):
+    """The chapter's order of the axes (batch first), on exercise 1's sizes."""
+    from tensorflow.experimental import dtensor
+
+    return dtensor.create_mesh([("batch", 2), ("model", 4)], devices=cpus8)
+
+
+def test_ch4_q1_the_question_is_what_dtensor_does(model_first, batch_first):
+    """The question's claims, measured: on model=4 x batch=2 units 32q to 32q+31 of w (and their biases) are on CPU:2q
+    and CPU:2q+1; the chapter's order, batch first, puts them on CPU:q and CPU:q+4; h's blocks are each device's
+    examples and units."""
     from course_utils import pack_batch
-    from course_utils.checkers.ch4_layouts import HALVES, model_halves
+    from course_utils.checkers.ch4_layouts import UNIT_BLOCK, WANTED_BLOCKS, model_blocks
     from tensorflow.experimental import dtensor
 
     w = np.arange(784 * 128, dtype="float32").reshape(784, 128)
@@ -41,55 +49,69 @@ def test_ch4_q1_the_question_is_what_dtensor_does(model_first, mesh42):
     w_blocks = [c.numpy() for c in dtensor.unpack(pack_batch(w, layouts["w"]))]
     b_blocks = [c.numpy() for c in dtensor.unpack(pack_batch(np.arange(128, dtype="float32"), layouts["b"]))]
     for cpu in range(8):
-        units = slice(64, 128) if cpu in HALVES[1] else slice(0, 64)
+        block = next(q for q, cpus in enumerate(WANTED_BLOCKS) if cpu in cpus)
+        units = slice(UNIT_BLOCK * block, UNIT_BLOCK * (block + 1))
         np.testing.assert_array_equal(w_blocks[cpu], w[:, units])
         np.testing.assert_array_equal(b_blocks[cpu], np.arange(128)[units])
-    assert model_halves(model_first) == HALVES
-    assert model_halves(mesh42) == ([0, 2, 4, 6], [1, 3, 5, 7])
+    assert WANTED_BLOCKS == ([0, 1], [2, 3], [4, 5], [6, 7]) and model_blocks(model_first) == WANTED_BLOCKS
+    assert model_blocks(batch_first) == ([0, 4], [1, 5], [2, 6], [3, 7])
     h = np.arange(8 * 128, dtype="float32").reshape(8, 128)
     h_blocks = [c.numpy() for c in dtensor.unpack(pack_batch(h, layouts["h"]))]
     for cpu, where in enumerate(model_first.local_device_locations()):
         b, m = where["batch"], where["model"]
-        rows, units = slice(2 * b, 2 * b + 2), slice(64 * m, 64 * m + 64)
+        rows, units = slice(4 * b, 4 * b + 4), slice(UNIT_BLOCK * m, UNIT_BLOCK * (m + 1))
         np.testing.assert_array_equal(h_blocks[cpu], h[rows, units])
     assert [list(s) for s in ch4_layouts._reference_layer_specs().values()] == [
         list(layouts[k].sharding_specs) for k in ("w", "b", "h")]
+    assert ch4_layouts._reference_layer_mesh() == [("model", 4), ("batch", 2)]
 
 
-def test_ch4_q1_right_forms(model_first, cpus8):
+def test_ch4_q1_right_forms(model_first):
     from course_utils import make_mesh
     from tensorflow.experimental import dtensor
 
     assert_correct(grade(4, "q1", model_first, _layer_layouts(model_first)))
-    by_type = dtensor.create_mesh([("model", 2), ("batch", 4)], device_type="CPU")
+    by_type = dtensor.create_mesh([("model", 4), ("batch", 2)], device_type="CPU")
     assert_correct(grade(4, "q1", by_type, _layer_layouts(by_type)))
-    made = make_mesh([("model", 2), ("batch", 4)])
+    made = make_mesh([("model", 4), ("batch", 2)])
     assert_correct(grade(4, "q1", made, _layer_layouts(made)))
     layouts = _layer_layouts(model_first)
     assert_correct(grade(4, "q1", model_first, (layouts["w"], layouts["b"], layouts["h"])))  # (w, b, h) in order
     assert_correct(grade(4, "q1", model_first, [layouts["w"], layouts["b"], layouts["h"]]))
     assert_correct(grade(4, "q1", model_first, {"W": layouts["w"], " bias ": layouts["b"], "h_layout": layouts["h"]}))
-    # The batch-first order with the CPUs listed so that model=1 is CPU:4-7 meets what the question asks, too.
-    shuffled = dtensor.create_mesh([("batch", 4), ("model", 2)], devices=[cpus8[i] for i in (0, 4, 1, 5, 2, 6, 3, 7)])
-    assert_correct(grade(4, "q1", shuffled, _layer_layouts(shuffled)))
 
 
-def test_ch4_q1_the_chapters_mesh(mesh42):
-    """The chapter's batch-first mesh (copied from its cell) puts the halves on alternate CPUs: the mesh point is lost,
-    and the first try does not say which order is right."""
-    result = grade(4, "q1", mesh42, _layer_layouts(mesh42))
-    assert_hint(result, "CPU:1, CPU:3, CPU:5, CPU:7", "LAST axis varying fastest", "Put 'model' first", points=1)
-    shown = first_try("q1", mesh42, _layer_layouts(mesh42)).message
-    assert "LAST axis varying fastest" in shown and "'model' first" not in shown and "('model', 2)" not in shown, shown
-    assert "CPU:1, CPU:3" not in shown, shown  # where the chapter's mesh puts them is the question's own sub-question
+def test_ch4_q1_a_permuted_device_list_is_refused(cpus8):
+    """Issue 37: the chapter's axis order (batch first) with the CPUs listed so that each block of units lands where
+    the question says passed, though the exercise asks for the CPUs in their order: the axis order must do it."""
+    from course_utils.checkers.ch4_layouts import WANTED_BLOCKS, model_blocks
+    from tensorflow.experimental import dtensor
+
+    permuted = dtensor.create_mesh([("batch", 2), ("model", 4)], devices=[cpus8[i] for i in (0, 2, 4, 6, 1, 3, 5, 7)])
+    assert model_blocks(permuted) == WANTED_BLOCKS  # it does put the blocks where the question says
+    result = grade(4, "q1", permuted, _layer_layouts(permuted))
+    assert_hint(result, "lists the CPUs in another order (0, 2, 4, 6, 1, 3, 5, 7)", "devices=cpus",
+                "ORDER OF THE MESH'S AXES", "Put 'model' first", points=1)
+    assert "'model' first" not in first_try("q1", permuted, _layer_layouts(permuted)).message
 
 
-def test_ch4_q1_the_old_copy_and_change_answer_is_refused(mesh42):
-    """What copying chapter cells c06 and c22 gives (the batch-first mesh, one column-split Layout) scores nothing."""
+def test_ch4_q1_the_chapters_order(batch_first):
+    """The chapter's batch-first order (copied from its cell) puts each block on CPU:q and CPU:q+4: the mesh point is
+    lost, and the first try does not say which order is right."""
+    result = grade(4, "q1", batch_first, _layer_layouts(batch_first))
+    assert_hint(result, "units 32-63 on CPU:1, CPU:5", "LAST axis varying fastest", "Put 'model' first", points=1)
+    shown = first_try("q1", batch_first, _layer_layouts(batch_first)).message
+    assert "LAST axis varying fastest" in shown and "'model' first" not in shown and "('model', 4)" not in shown, shown
+    assert "CPU:1, CPU:5" not in shown, shown  # where the chapter's order puts them is the question's own sub-question
+
+
+def test_ch4_q1_the_chapters_mesh_is_refused(mesh42):
+    """Copying the chapter's cells (its batch=4 x model=2 mesh, one column-split Layout) scores nothing."""
     from tensorflow.experimental import dtensor
 
     result = grade(4, "q1", mesh42, dtensor.Layout([dtensor.UNSHARDED, "model"], mesh42))
-    assert_hint(result, "LAST axis varying fastest", "layout is one Layout", "{'w': ..., 'b': ..., 'h': ...}", points=0)
+    assert_hint(result, "mesh is batch=4 x model=2", "batch (2) and model (4)", "layout is one Layout",
+                "{'w': ..., 'b': ..., 'h': ...}", points=0)
 
 
 def test_ch4_q1_wrong_layouts(model_first):
@@ -110,7 +132,8 @@ def test_ch4_q1_wrong_layouts(model_first):
     replicated_bias = _layer_layouts(model_first, b=(U,))
     assert_hint(grade(4, "q1", model_first, replicated_bias), "b is replicated", "b: ['model']", points=1)
     assert "b: ['model']" not in first_try("q1", model_first, replicated_bias).message
-    assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, w=(U, U))), "w is replicated", points=1)
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, w=(U, U))), "w is replicated",
+                "only 32 of them", points=1)
     assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, h=("batch", U))), "keeps all 128 units",
                 points=1)
     assert_hint(grade(4, "q1", model_first, _layer_layouts(model_first, h=(U, "model"))), "examples are not split",
@@ -119,11 +142,11 @@ def test_ch4_q1_wrong_layouts(model_first):
                 points=1)
 
 
-def test_ch4_q1_other_slips(model_first, mesh42, cpus8):
+def test_ch4_q1_other_slips(model_first, batch_first, cpus8):
     from tensorflow.experimental import dtensor
 
     layouts = _layer_layouts(model_first)
-    assert_hint(grade(4, "q1", model_first, _layer_layouts(mesh42)), "lives on another mesh", points=1)
+    assert_hint(grade(4, "q1", model_first, _layer_layouts(batch_first)), "lives on another mesh", points=1)
     assert_hint(grade(4, "q1", model_first, dict(layouts, w=(None, "model"))), "Keras 3's keras.distribution form",
                 "dtensor.UNSHARDED", points=1)
     assert_hint(grade(4, "q1", model_first, dict(layouts, b=["model"])), "give a dtensor.Layout", points=1)
@@ -138,112 +161,228 @@ def test_ch4_q1_other_slips(model_first, mesh42, cpus8):
     assert grade(4, "q1", None, {"w": None, "b": None, "h": None}).status == "unanswered"
 
 
-def test_ch4_q2_pack_by_hand(mesh42):
+# Exercise 2: pack_by_hand(x, layout), run on the checker's cases.
+def _pack(order="device", cut="split", tool=None):
+    """A pack_by_hand: ``order`` "device" (the mesh's device order) or "reading" (x's blocks row by row, each block
+    repeated for the devices that share it); ``cut`` "split" or "slice"; ``tool`` a function that makes the DTensor
+    for it (pack_batch, ...)."""
     import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    def pack_by_hand(x, layout):
+        if tool is not None:
+            return tool(x, layout)
+        mesh = layout.mesh
+        if order == "reading":
+            first, second = layout.sharding_specs
+            rows = tf.split(x, mesh.dim_size(first), axis=0) if first != dtensor.UNSHARDED else [x]
+            blocks = [piece for row in rows
+                      for piece in (tf.split(row, mesh.dim_size(second), axis=1) if second != dtensor.UNSHARDED else [row])]
+            return dtensor.pack([block for block in blocks for _ in range(mesh.size // len(blocks))], layout)
+        blocks = []
+        for where in mesh.local_device_locations():
+            block = x
+            for axis, spec in enumerate(layout.sharding_specs):
+                if spec == dtensor.UNSHARDED:
+                    continue
+                if cut == "split":
+                    block = tf.split(block, mesh.dim_size(spec), axis=axis)[where[spec]]
+                else:
+                    step = x.shape[axis] // mesh.dim_size(spec)
+                    index = [slice(None), slice(None)]
+                    index[axis] = slice(where[spec] * step, (where[spec] + 1) * step)
+                    block = block[tuple(index)]
+            blocks.append(block)
+        return dtensor.pack(blocks, layout)
+    return pack_by_hand
+
+
+def test_ch4_q2_the_cases_are_what_pack_batch_cuts(cpus8):
+    """The checker's blocks are the ones the course's pack_batch cuts (and dtensor.pack takes), in every case."""
     from course_utils import pack_batch
     from tensorflow.experimental import dtensor
 
-    x = tf.reshape(tf.range(32, dtype=tf.float32), ch4_layouts.PACK_SHAPE)
-    layout = dtensor.Layout(["model", "batch"], mesh42)
-    blocks = [tf.split(rows, 4, axis=1) for rows in tf.split(x, 2, axis=0)]
-    in_device_order = [blocks[where["model"]][where["batch"]] for where in mesh42.local_device_locations()]
-    # The question's claim: the device at (batch=b, model=m) holds rows block m and columns block b (pack_batch cuts
-    # the same blocks), and dtensor.pack takes exactly that list.
-    for mine, theirs, packed in zip(in_device_order, dtensor.unpack(pack_batch(x, layout)),
-                                    dtensor.unpack(dtensor.pack(in_device_order, layout))):
-        np.testing.assert_array_equal(mine, theirs)
-        np.testing.assert_array_equal(mine, packed)
-    assert_correct(grade(4, "q2", in_device_order))
-    assert_correct(grade(4, "q2", tuple(block.numpy() for block in in_device_order)))
-    assert_correct(grade(4, "q2", [block.numpy().tolist() for block in in_device_order]))
-    assert_correct(grade(4, "q2", dtensor.unpack(pack_batch(x, layout))))  # knowing unpack's order is the idea too
+    for case in ch4_layouts.PACK_CASES:
+        layout = ch4_layouts._pack_layout(case)
+        x = ch4_layouts._pack_data(case, 3)
+        expected, _ = ch4_layouts._reference_pack_blocks(case, 3)
+        for mine, theirs in zip(expected, dtensor.unpack(pack_batch(x, layout))):
+            np.testing.assert_array_equal(mine, theirs.numpy())
+    assert {case[1] for case in ch4_layouts.PACK_CASES} >= {(("batch", 4), ("model", 2)), (("rows", 2), ("columns", 2))}
 
 
-def test_ch4_q2_components_in_the_wrong_order(mesh42):
-    import tensorflow as tf
-
-    x = tf.reshape(tf.range(32, dtype=tf.float32), ch4_layouts.PACK_SHAPE)
-    blocks = [tf.split(rows, 4, axis=1) for rows in tf.split(x, 2, axis=0)]
-    reading_order = [blocks[r][c] for r in range(2) for c in range(4)]  # a model-first order
-    assert_hint(grade(4, "q2", reading_order), "x's reading order", "'model' (the last axis) varying fastest",
-                "CPU:1 (batch 0, model 1): rows 2:4, columns 0:2", points=0)
-    assert "CPU:1 (batch 0, model 1)" not in first_try("q2", reading_order).message
-    reversed_order = [blocks[r][c] for c in range(4) for r in range(2)][::-1]
-    assert_hint(grade(4, "q2", reversed_order), "are on the wrong devices", points=0)
+def test_ch4_q2_pack_by_hand(cpus8):
+    assert_correct(grade(4, "q2", _pack()))
+    assert_correct(grade(4, "q2", _pack(cut="slice")))
 
 
-def test_ch4_q2_pieces_cut_wrong(mesh42):
-    import tensorflow as tf
-
-    x = tf.reshape(tf.range(32, dtype=tf.float32), ch4_layouts.PACK_SHAPE)
-    where = mesh42.local_device_locations()
-    columns = tf.split(x, 4, axis=1)  # cut by columns only: the rows are left whole
-    only_columns = [columns[w["batch"]] for w in where]
-    assert_hint(grade(4, "q2", only_columns), "you cut only its columns", points=0)
-    assert "(2, 2)" not in first_try("q2", only_columns).message
-    swapped = [tf.split(rows, 2, axis=1) for rows in tf.split(x, 4, axis=0)]  # rows by 'batch', columns by 'model'
-    assert_hint(grade(4, "q2", [swapped[w["batch"]][w["model"]] for w in where]),
-                "you cut x's rows by 'batch' and its columns by 'model'", points=0)
-    first_rows = [tf.split(x[:2], 4, axis=1)[w["batch"]] for w in where]  # 4 blocks, each on 2 devices
-    assert_hint(grade(4, "q2", first_rows), "only 4 different blocks", "nothing is replicated", points=0)
-    assert_hint(grade(4, "q2", tf.split(x, 8, axis=1)), "you cut only its columns", points=0)
-    assert_hint(grade(4, "q2", [block + 1 for block in tf.split(x, 8, axis=1)]), "you cut only its columns")
-    blocks = [tf.split(rows, 4, axis=1) for rows in tf.split(x, 2, axis=0)]
-    shifted = [blocks[w["model"]][w["batch"]] + 100 for w in where]
-    assert_hint(grade(4, "q2", shifted), "not a block of x", points=0)
-
-
-def test_ch4_q2_other_answers(mesh42):
-    import tensorflow as tf
+def test_ch4_q2_a_chapter_tool_is_not_packing_by_hand(cpus8):
+    """Issue 37: unpack(pack_batch(x, split_layout)) passed "pack by hand" without working out any block. A function
+    that lets a tool cut or place the blocks scores 0, by name, by alias or in a helper it calls."""
     from course_utils import pack_batch
     from tensorflow.experimental import dtensor
 
-    U = dtensor.UNSHARDED
-    x = tf.reshape(tf.range(32, dtype=tf.float32), ch4_layouts.PACK_SHAPE)
-    # The old copy-and-change answer: chapter cell c32's pieces (x's rows over 'batch', each on 2 devices)
-    old = [tf.split(x, 4)[w["batch"]] for w in mesh42.local_device_locations()]
-    assert_hint(grade(4, "q2", old), "you cut only its rows", points=0)
-    assert_hint(grade(4, "q2", pack_batch(x, dtensor.Layout(["model", "batch"], mesh42))), "not one tensor")
-    assert_hint(grade(4, "q2", pack_batch(x, dtensor.Layout(["batch", U], mesh42))), "not one tensor")
-    assert_hint(grade(4, "q2", x.numpy()), "not one tensor")
-    assert_hint(grade(4, "q2", tf.split(x, 8, axis=1)[:7]), "7 components", "8 here")
-    assert_hint(grade(4, "q2", {"cpu0": x}), "a list of 8 blocks")
+    def unpacked(x, layout):
+        return dtensor.pack(dtensor.unpack(pack_batch(x, layout)), layout)
+    assert_hint(grade(4, "q2", unpacked), "pack_by_hand calls pack_batch", "By hand means", points=0)
+    copied = _pack(tool=lambda x, layout: dtensor.copy_to_mesh(x, layout))  # in a lambda it calls: found too
+    assert_hint(grade(4, "q2", copied), "calls copy_to_mesh", points=0)
+    move = dtensor.relayout
+
+    def relaid(x, layout):
+        return move(dtensor.copy_to_mesh(x, dtensor.Layout.replicated(layout.mesh, rank=2)), layout)
+    assert_hint(grade(4, "q2", relaid), "copy_to_mesh, relayout", points=0)
+
+
+def test_ch4_q2_wrong_blocks(cpus8):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    reading = grade(4, "q2", _pack(order="reading"))
+    assert_hint(reading, "case A", "some are on the wrong devices", "LAST mesh axis varying fastest",
+                "device 1 (batch 0, model 1): rows 2:4, columns 0:2", points=0)
+    assert "device 1 (batch 0, model 1)" not in first_try("q2", _pack(order="reading")).message
+
+    def rows_only(x, layout):  # the chapter's hand packing: the first spec only
+        mesh, spec = layout.mesh, layout.sharding_specs[0]
+        if spec == dtensor.UNSHARDED:
+            return dtensor.pack([x] * mesh.size, layout)
+        rows = tf.split(x, mesh.dim_size(spec), axis=0)
+        return dtensor.pack([rows[where[spec]] for where in mesh.local_device_locations()], layout)
+    assert_hint(grade(4, "q2", rows_only), "case A", "x's axis 1 is left whole, though the layout splits it over "
+                "'batch'", "case D", points=0)
+    assert "case C" not in grade(4, "q2", rows_only).message
+
+    def swapped(x, layout):  # each axis cut by the other mesh axis's size
+        mesh = layout.mesh
+        names = mesh.dim_names
+        blocks = []
+        for where in mesh.local_device_locations():
+            block = x
+            for axis, spec in enumerate(layout.sharding_specs):
+                if spec != dtensor.UNSHARDED:
+                    other = names[1 - names.index(spec)]
+                    block = tf.split(block, mesh.dim_size(other), axis=axis)[where[other]]
+            blocks.append(block)
+        return dtensor.pack(blocks, layout)
+    assert_hint(grade(4, "q2", swapped), "cut by the size of another mesh axis", points=0)
+
+    def one_copy(x, layout):  # every device packs the first device's block
+        return dtensor.pack([dtensor.unpack(_pack()(x, layout))[0]] * layout.mesh.size, layout)
+    assert_hint(grade(4, "q2", one_copy), "only 1 different blocks", points=0)
+
+    def shifted(x, layout):
+        return _pack()(x + 1, layout)
+    assert_hint(grade(4, "q2", shifted), "not the block of x their device should hold", points=0)
+
+
+def test_ch4_q2_what_the_function_returns(cpus8):
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    def blocks_only(x, layout):
+        return dtensor.unpack(_pack()(x, layout))
+    assert_hint(grade(4, "q2", blocks_only), "returned a list of", "return dtensor.pack(blocks, layout)", points=0)
+    assert_hint(grade(4, "q2", lambda x, layout: x), "returned a tensor that is not a DTensor", points=0)
+    replicated = lambda x, layout: dtensor.copy_to_mesh(x, dtensor.Layout.replicated(layout.mesh, rank=2))
+    assert_hint(grade(4, "q2", replicated), "calls copy_to_mesh", points=0)
+    assert_hint(grade(4, "q2", lambda x, layout: 1 / 0), "raised ZeroDivisionError", points=0)
+    assert_hint(grade(4, "q2", lambda x, layout: x.numpy()), "returned a ndarray", points=0)
+    assert_hint(grade(4, "q2", tf.split), "case A", points=0)  # a library function, called as one
+    assert_hint(grade(4, "q2", 3), "should be a function")
     assert grade(4, "q2", None).status == "unanswered"
 
 
-def test_ch4_q3_shard_shapes_and_copies(mesh42):
+def test_ch4_q2_another_seed(cpus8):
+    ex = exercises(4).q2
+    assert_correct(ex.judge_export(ex.export(_pack(), seed=99), seed=99))
+    assert ex.judge_export(ex.export(_pack(), seed=0), seed=99).points == 0  # blocks of another x
+
+
+def test_ch4_q3_shard_shapes_and_copies(cpus8):
     from course_utils import pack_batch
     from tensorflow.experimental import dtensor
 
+    shard_mesh = dtensor.create_mesh(ch4.SHARD_MESH, devices=cpus8)
     shapes = {k: shape for k, (shape, _) in ch4._reference_shards().items()}
     copies = {k: n for k, (_, n) in ch4._reference_shards().items()}
+    assert shapes == {"a": (4, 12, 16), "b": (8, 3, 8), "c": (2, 12, 16), "d": (8, 12, 16)}
+    assert copies == {"a": 4, "b": 1, "c": 2, "d": 8}
     # The claims, measured: the shard each device holds, and how many devices hold each distinct shard.
-    t = np.arange(96, dtype="float32").reshape(ch4.T_SHAPE)
+    t = np.arange(math.prod(ch4.T_SHAPE), dtype="float32").reshape(ch4.T_SHAPE)
     for key, (shape, n) in ch4._reference_shards().items():
         specs = ch4.SHARD_LAYOUTS[key]
-        components = [c.numpy() for c in dtensor.unpack(pack_batch(t, dtensor.Layout(specs, mesh42)))]
+        components = [c.numpy() for c in dtensor.unpack(pack_batch(t, dtensor.Layout(specs, shard_mesh)))]
         assert {c.shape for c in components} == {shape}, key
         assert len({c.tobytes() for c in components}) == 8 // n, key
     assert_correct(grade(4, "q3", shapes, copies))
     assert_correct(grade(4, "q3", {k: list(v) for k, v in shapes.items()}, {k: np.int64(v) for k, v in copies.items()}))
-    assert_hint(grade(4, "q3", dict(shapes, a=(8, 12)), copies), "that is the global shape", points=3)
-    assert_hint(grade(4, "q3", dict(shapes, c=(2, 6)), copies), "wrong mesh axis", points=3)
+    assert_hint(grade(4, "q3", dict(shapes, a=ch4.T_SHAPE), copies), "that is the global shape", points=3)
+    assert_hint(grade(4, "q3", dict(shapes, c=(4, 12, 16)), copies), "wrong mesh axis", "the chapter's mesh had them",
+                points=3)
     assert_hint(grade(4, "q3", shapes, dict(copies, b=3)), "8 devices / the number of distinct shards", points=3)
-    assert_hint(grade(4, "q3", shapes, dict(copies, b=2)), "number of DIFFERENT pieces", points=3)
+    assert_hint(grade(4, "q3", shapes, dict(copies, a=2)), "number of DIFFERENT pieces", points=3)
+    assert_hint(grade(4, "q3", dict(shapes, b=(3, 8)), copies), "the tensor has 3 axes", points=3)
     assert_hint(grade(4, "q3", dict(shapes, d=None), dict(copies, d=None)), "d: not answered yet", points=3)
     assert_hint(grade(4, "q3", dict(shapes, a="two by twelve"), copies), "tuple of ints", points=3)
-    assert_hint(grade(4, "q3", shapes, [2, 4, 1, 8]), "copies: give a dict")
+    assert_hint(grade(4, "q3", shapes, [4, 1, 2, 8]), "copies: give a dict")
 
 
 def test_ch4_q3_readable_forms():
     shapes = {k: shape for k, (shape, _) in ch4._reference_shards().items()}
     copies = {k: n for k, (_, n) in ch4._reference_shards().items()}
-    assert_correct(grade(4, "q3", dict(shapes, a="2x12", b="(8, 6)", c="4 × 3", d=" 8, 12 "), copies))
+    assert_correct(grade(4, "q3", dict(shapes, a="4x12x16", b="(8, 3, 8)", c="2 × 12 × 16", d=" 8, 12, 16 "), copies))
     assert_correct(grade(4, "q3", {k.upper(): v for k, v in shapes.items()}, {f"({k})": v for k, v in copies.items()}))
     assert_correct(grade(4, "q3", shapes, {k: float(v) for k, v in copies.items()}))
     assert_correct(grade(4, "q3", shapes, {k: f" {v}" for k, v in copies.items()}))
-    # The number of different pieces for the number of copies of each.
-    assert_hint(grade(4, "q3", shapes, dict(copies, a=4)), "number of DIFFERENT pieces", points=3)
+
+
+@pytest.mark.parametrize("name, spec", [("q3", "course_utils.viz:visualize_sharding"),
+                                        ("q4", "course_utils.profiling:collectives_run_by"),
+                                        ("q5", "course_utils.costs:matmul_cost")])
+def test_ch4_predictions_count_only_before_the_tool_that_prints_them(name, spec, monkeypatch):
+    """Exercises 3, 4 and 5 ask for a prediction that visualize_sharding, collectives_run_by and matmul_cost print:
+    a check made while the notebook holds the tool scores 0 and says so; the same answer scores before."""
+    import importlib
+
+    from course_utils.checkers import reach
+
+    module_name, _, tool = spec.partition(":")
+    answers = {"q3": ({k: shape for k, (shape, _) in ch4._reference_shards().items()},
+                      {k: n for k, (_, n) in ch4._reference_shards().items()}),
+               "q4": ({k: truth for k, (truth, _) in ch4._reference_collectives().items()},),
+               "q5": (COSTS,)}[name]
+    exercise = getattr(exercises(4), name)
+    assert exercise.revealed_by == (spec,)
+    namespace = {}
+    monkeypatch.setattr(reach, "learner_namespace", lambda: namespace)
+    assert_correct(exercise.evaluate(*answers))
+    namespace["imported"] = getattr(importlib.import_module(module_name), tool)
+    result = exercise.evaluate(*answers)
+    assert_hint(result, f"had imported `{tool}` before this check", "predict", points=0)
+    assert f"would earn {exercise.max_points}/{exercise.max_points}" in result.message
+
+
+def test_ch4_the_exercise_notebook_imports_each_tool_after_its_prediction():
+    """In the exercise notebook, the first cell that names a tool comes after the cell of each exercise it would give
+    away (the grader collects an exercise's answers right after its cell)."""
+    from pathlib import Path
+
+    import nbformat
+
+    from course_utils.checkers.core import notebook_cells
+    from course_utils.checkers.reach import tool_name
+
+    root = Path(__file__).resolve().parents[2]
+    nb = nbformat.read(root / "exercises" / "04_meshes_and_layouts.ipynb", as_version=4)
+    code = [(c.get("id"), "\n".join(line.split("#")[0] for line in c.source.splitlines()))
+            for c in nb.cells if c.cell_type == "code"]
+    ids = [cell_id for cell_id, _ in code]
+    for exercise in exercises(4):
+        cell = ids.index(notebook_cells()[4]["exercises"][exercise.name]["cell"])
+        for spec in exercise.revealed_by:
+            uses = [i for i, (_, source) in enumerate(code) if tool_name(spec) in source]
+            assert uses and min(uses) > cell, (exercise.name, spec, [ids[i] for i in uses])
 
 
 Q4_LAYOUTS = {"a": (["model", "unsharded"], ["unsharded", "unsharded"]),
@@ -425,7 +564,7 @@ def test_ch4_right_answers_print_no_wrong_line(model_first):
 
 W_BYTES = 4096 * 4096 * 4
 MIB = 2**20
-COSTS = {"a_held": W_BYTES, "b_held": W_BYTES // 4, "b_sent": 16 * MIB + 12 * MIB, "even_at": 4096}
+COSTS = {"a_held": W_BYTES, "b_held": W_BYTES // 4, "b_sent": 16 * MIB + 12 * MIB, "even_at": 4096, "below": "b"}
 
 
 def test_ch4_q5_truth_comes_from_the_cost_model():
@@ -446,40 +585,45 @@ def test_ch4_q5_is_not_the_chapters_case():
 
 def test_ch4_q5_layout_cost():
     assert_correct(grade(4, "q5", COSTS))
-    assert_correct(grade(4, "q5", {key: np.int64(value) for key, value in COSTS.items()}))
+    assert_correct(grade(4, "q5", {key: np.int64(value) if key != "below" else value for key, value in COSTS.items()}))
     assert_correct(grade(4, "q5", dict(COSTS, b_sent=16 * MIB + 1024 * 2 * 3 / 4 * 2048 * 4, even_at=4096.0)))
     assert_correct(grade(4, "q5", {key.upper().replace("_", " "): value for key, value in COSTS.items()}))
-    assert_hint(grade(4, "q5", dict(COSTS, a_held=4096 * 4096)), "elements", "A float32 takes 4 bytes", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES)), "that is all of w", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES // 2)), "divided w by 2", "THIS mesh", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES // 8)), "all 8 devices", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, a_held=W_BYTES // 2)), "which mesh axis divides it", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=14 * MIB)), "not (n-1)/n", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=16 * MIB)), "one of the backward pass's collectives", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=12 * MIB)), "one of the backward pass's collectives", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=40 * MIB)), "x's rows on ONE device", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=76 * MIB)), "dw's B is one device's block", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=52 * MIB)), "the chapter's batch=4 x model=2 mesh", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=64 * MIB)), "(a)'s backward traffic", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=2 * W_BYTES)), "find each all-reduce", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, even_at=2048)), "one 'batch' group", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=4096 * 4096)), "elements", "A float32 takes 4 bytes", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES)), "that is all of w", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES // 2)), "divided w by 2", "THIS mesh", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_held=W_BYTES // 8)), "all 8 devices", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=W_BYTES // 2)), "which mesh axis divides it", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=14 * MIB)), "not (n-1)/n", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=16 * MIB)), "one of the backward pass's collectives", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=12 * MIB)), "one of the backward pass's collectives", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=40 * MIB)), "x's rows on ONE device", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=76 * MIB)), "dw's B is one device's block", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=52 * MIB)), "the chapter's batch=4 x model=2 mesh", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=64 * MIB)), "(a)'s backward traffic", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=2 * W_BYTES)), "find each all-reduce", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at=2048)), "one 'batch' group", points=4)
     # even_at computed from a b_sent that all-reduced the whole dx: the hint points at that slip, not at N
     whole_dx = grade(4, "q5", dict(COSTS, b_sent=40 * MIB, even_at=2048))
-    assert_hint(whole_dx, "x's rows on ONE device", "follows from your b_sent", points=2)
+    assert_hint(whole_dx, "x's rows on ONE device", "follows from your b_sent", points=3)
     assert "one 'batch' group" not in whole_dx.message
     assert_correct(grade(4, "q5", dict(COSTS, a_held="67108864", b_held=" 16,777,216 ", even_at="4096")))  # text
-    assert_hint(grade(4, "q5", dict(COSTS, even_at=12288)), "the chapter's batch=4 x model=2 mesh", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, even_at=64 * MIB)), "not of bytes", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, even_at=1000)), "as a function of N", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent="28 MiB")), "give a number of bytes", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, even_at="4k")), "give a number of examples", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at=12288)), "the chapter's batch=4 x model=2 mesh", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at=64 * MIB)), "not of bytes", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at=1000)), "as a function of N", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent="28 MiB")), "give a number of bytes", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, even_at="4k")), "give a number of examples", points=4)
     # Units: answers in MiB, KiB or MB are named as such, rounded ones too.
-    assert_hint(grade(4, "q5", dict(COSTS, a_held=64)), "looks like MiB", "give bytes", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=28.0, b_held=16)), "looks like MiB", points=2)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=28 * 1024)), "looks like KiB", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=29.36)), "looks like MB", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, a_held=67.1)), "looks like MB", points=3)
-    assert_hint(grade(4, "q5", dict(COSTS, b_sent=None)), "b_sent: not answered yet", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=64)), "looks like MiB", "give bytes", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=28.0, b_held=16)), "looks like MiB", points=3)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=28 * 1024)), "looks like KiB", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=29.36)), "looks like MB", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, a_held=67.1)), "looks like MB", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, b_sent=None)), "b_sent: not answered yet", points=4)
+    # below: the layout that sends less for a small batch, by its letter
+    assert_correct(grade(4, "q5", dict(COSTS, below=" (B) ")))
+    assert_hint(grade(4, "q5", dict(COSTS, below="a")), "for a small global batch", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, below="c")), "the letter of a layout", points=4)
+    assert_hint(grade(4, "q5", dict(COSTS, below=2)), "the letter of a layout", points=4)
 
 
 @pytest.mark.parametrize("slip, hidden", [
@@ -701,6 +845,12 @@ def test_ch4_q6_a_measurement_is_not_a_prediction(mesh42):
         return tf.matmul(x_on, w_on), x_on, w_on, runs
     assert_hint(grade(4, "q6", measures), "case C", "collectives_run_by measured", "predict it from", points=3)
 
+    def measures_as_pairs(mesh, x, w, budget):  # the measurement turned into the prediction's own form
+        y, x_on, w_on, runs = measures(mesh, x, w, budget)
+        return y, x_on, w_on, [(run.kind, run.axes) for run in runs] or "none"
+    assert_hint(grade(4, "q6", measures_as_pairs), "sharded_product calls collectives_run_by",
+                "a measurement, not a prediction", points=3)
+
 
 def test_ch4_q6_the_result(mesh42):
     assert_hint(grade(4, "q6", _learner(give_y="block")), "one device's block of x @ w", points=3)
@@ -770,7 +920,7 @@ def test_ch4_q5_numpy_floats_are_bytes():
 
     assert as_bytes(np.float32(67108864)) == 67108864 and as_bytes(np.array(2.0)) == 2
     assert as_bytes(True) is None and as_bytes("64") == 64 and as_bytes(float("nan")) is None
-    assert_correct(grade(4, "q5", {k: np.float32(v) for k, v in COSTS.items()}))
+    assert_correct(grade(4, "q5", {k: np.float32(v) if k != "below" else v for k, v in COSTS.items()}))
 
 
 # --- the graded sandbox's copy of this module states no answer ------------------------------------
@@ -795,15 +945,21 @@ def test_ch4_the_sandbox_copy_of_exercises_1_and_2_states_no_answer():
     module, undefined = sandbox_copy("ch4_layouts")
     assert not undefined
     for gone in ("_reference_layer_specs", "_reference_layer_mesh", "_grade_layer_mesh", "_grade_layer_layout",
-                 "_judge_layer_specs", "_judge_pack_slip"):
+                 "_judge_layer_specs", "_reference_pack_blocks", "_judge_pack_case", "_judge_pack_answer"):
         assert not hasattr(module, gone), gone
     layer_specs = ch4_layouts._reference_layer_specs()
     for answer in (layer_specs, ch4_layouts._reference_layer_mesh(), *layer_specs.values()):
         assert not holding(module, answer), answer
     for cls in (module.MeshAndLayout, module.PackByHand):
         assert cls.hints and not {"grade", "judge"} & set(vars(cls))
-    # What the question states stays: the CPUs asked for each half, the shape of the tensor to pack.
-    assert module.HALVES == ch4_layouts.HALVES and module.PACK_SHAPE == ch4_layouts.PACK_SHAPE
+    # What the question states stays: the CPUs asked for each block of units, the cases to pack.
+    assert module.WANTED_BLOCKS == ch4_layouts.WANTED_BLOCKS and module.PACK_CASES == ch4_layouts.PACK_CASES
+
+
+@pytest.mark.parametrize("module, cls, name, answer", [("ch4_layouts", "PackByHand", "q2", _pack)])
+def test_ch4_stripped_copy_collects_what_the_grader_judges(module, cls, name, answer, cpus8):
+    stripped = stripped_exercise(module, cls, 4, name)
+    assert_correct(getattr(exercises(4), name).judge_export(stripped.export(answer(), seed=5), seed=5))
 
 
 def test_ch4_q4_the_question_shows_the_cases_the_checker_judges():

@@ -20,13 +20,15 @@ def test_exercises_are_bound_to_the_names_the_notebook_checks_not_to_their_posit
     from course_utils.checkers import ch1, core
 
     named = ch1.CHAPTER.named
-    reordered = core.chapter(1, "Tensors and devices", {"q2": named["q2"], "q3": named["q3"], "q1": named["q1"]})
-    assert type(reordered.bind().q1) is named["q1"] and list(reordered.max_points()) == ["q2", "q3", "q1"]
+    reordered = core.chapter(1, "Tensors and devices",
+                             {"q2": named["q2"], "q3": named["q3"], "q4": named["q4"], "q1": named["q1"]})
+    assert type(reordered.bind().q1) is named["q1"] and list(reordered.max_points()) == ["q2", "q3", "q4", "q1"]
     with pytest.raises(TypeError, match=r'takes its exercises by name, as the notebook checks them: \{"q1": '):
         core.chapter(1, "Tensors and devices", list(named.values()))
-    with pytest.raises(ValueError, match=r"declares the exercises \['q1', 'q2', 'q4'\], but its solution notebook "
-                                         r"checks \['q1', 'q2', 'q3'\]. Make them agree"):
-        core.chapter(1, "Tensors and devices", {"q1": named["q1"], "q2": named["q2"], "q4": named["q3"]})
+    with pytest.raises(ValueError, match=r"declares the exercises \['q1', 'q2', 'q3', 'q5'\], but its solution "
+                                         r"notebook checks \['q1', 'q2', 'q3', 'q4'\]. Make them agree"):
+        core.chapter(1, "Tensors and devices", {"q1": named["q1"], "q2": named["q2"], "q3": named["q3"],
+                                                "q5": named["q4"]})
 
 
 def test_a_package_without_its_notebook_cells_file_says_how_to_get_it(tmp_path):
@@ -118,7 +120,7 @@ def test_solution_and_summary_print(capsys):
     ex.q3.solution()
     ex.summary()
     out = capsys.readouterr().out
-    assert 'shard_shapes = {"a": (2, 12)' in out and "Total:" in out
+    assert 'shard_shapes = {"a": (4, 12, 16)' in out and "Total:" in out
     assert "ex.q1.check(mesh, layout)" in repr(ex)
 
 
