@@ -709,29 +709,51 @@ CHAPTERS = {1: {'keras': 'keras3',
  9: {'keras': 'tf_keras',
      'dtensor': False,
      'exercises': {'q1': {'cell': 'ch9-q1',
-                          'call': 'ex.q1.check(dataset_fn)',
-                          'solution': 'def dataset_fn(input_context):\n'
-                                      '    per_replica_batch = '
-                                      'input_context.get_per_replica_batch_size(GLOBAL_BATCH)  # '
-                                      'GLOBAL_BATCH // replicas in sync\n'
-                                      '    examples = '
-                                      'load_examples().shard(input_context.num_input_pipelines, '
+                          'call': 'ex.q1.check(make_dataset_fn)',
+                          'solution': 'def make_dataset_fn(files, global_batch):\n'
+                                      '    def dataset_fn(input_context):\n'
+                                      '        # Split the file NAMES first: each pipeline opens only its '
+                                      'own files.\n'
+                                      '        mine = '
+                                      'tf.data.Dataset.from_tensor_slices(files).shard(input_context.num_input_pipelines,\n'
+                                      '                                                               '
                                       'input_context.input_pipeline_id)\n'
-                                      '    examples = examples.shuffle(EXAMPLES, '
-                                      'seed=input_context.input_pipeline_id)  # after the shard: any seed is '
-                                      'fine\n'
-                                      '    return '
-                                      'examples.batch(per_replica_batch).prefetch(tf.data.AUTOTUNE)'},
+                                      '        mine = mine.shuffle(len(files))  # after the shard: any seed, '
+                                      'or none\n'
+                                      '        examples = mine.interleave(tf.data.TFRecordDataset, '
+                                      'cycle_length=2, num_parallel_calls=tf.data.AUTOTUNE)\n'
+                                      '        examples = examples.map(parse, '
+                                      'num_parallel_calls=tf.data.AUTOTUNE).shuffle(1_000)  # a new order '
+                                      'each epoch\n'
+                                      '        per_replica_batch = '
+                                      'input_context.get_per_replica_batch_size(global_batch)\n'
+                                      '        return '
+                                      'examples.batch(per_replica_batch).prefetch(tf.data.AUTOTUNE)\n'
+                                      '    return dataset_fn'},
                    'q2': {'cell': 'ch9-q2',
-                          'call': 'ex.q2.check(readings)',
-                          'solution': 'readings = {"four_files": "by file",    # a file reader, and enough '
-                                      'files: AUTO shards by FILE (f0, f2 | f1, f3)\n'
-                                      '            "mnist_train": "error",     # still FILE, but ONE file '
-                                      'for 2 workers: worker 0 fails, worker 1 gets nothing\n'
-                                      '            "in_memory": "by element"}  # no file reader: AUTO shards '
-                                      'by DATA (0, 2, 4, 6 | 1, 3, 5, 7)'},
+                          'call': 'ex.q2.check(make_pipeline)',
+                          'solution': 'SHUFFLE_SEED = 7  # written here, so the same on every worker: every '
+                                      "worker's copy draws the same order\n"
+                                      '\n'
+                                      '\n'
+                                      'def make_pipeline(records, decode, global_batch):\n'
+                                      '    examples = records.map(decode).cache()  # decode once; later '
+                                      'epochs read the cache\n'
+                                      '    examples = examples.shuffle(10_000, seed=SHUFFLE_SEED)  # after '
+                                      'the cache: a new order each epoch\n'
+                                      '    return examples.batch(global_batch)'},
                    'q3': {'cell': 'ch9-q3',
-                          'call': 'ex.q3.check(statements)',
+                          'call': 'ex.q3.check(readings)',
+                          'solution': 'readings = {"many_files": "by file",      # a file reader, and enough '
+                                      'files: AUTO shards by FILE (0, 4 | 1, 5 | 2 | 3)\n'
+                                      '            "few_files": "error",         # still FILE, but 3 files '
+                                      'for 4 workers: workers 0-2 fail, worker 3 gets nothing\n'
+                                      '            "interleaved": "by file",     # the reader inside '
+                                      "interleave's function is found: FILE again\n"
+                                      '            "whole_files": "by element"}  # read_file is no reader '
+                                      'dataset: DATA, each worker reads all 6 files'},
+                   'q4': {'cell': 'ch9-q4',
+                          'call': 'ex.q4.check(statements)',
                           'solution': "statements = [False,  # 1. only the chief's summaries stay; the "
                                       "others' go to workertemp_<i>/, deleted at the end\n"
                                       '              False,  # 2. steps are counted over the whole fit: one '
