@@ -65,6 +65,37 @@ def _is_id_batches(dataset):
     return str(dataset.element_spec)[:200]
 
 
+def _built(build, *args):
+    """``(dataset, None)`` when ``build(*args)`` returns a dataset of 1-D integer batches, else ``(None, what went
+    wrong)``: {"raised": error, "when": "called"}, {"type": type name} or {"element": the element spec}."""
+    import tensorflow as tf
+
+    try:
+        dataset = build(*args)
+    except Exception as err:
+        return None, {"raised": short_error(err), "when": "called"}
+    if not isinstance(dataset, tf.data.Dataset):
+        return None, {"type": type(dataset).__name__}
+    element = _is_id_batches(dataset)
+    return (None, {"element": element}) if element else (dataset, None)
+
+
+def _judge_unusable(fb, read, called, element_hint, crash_hint=lambda error: ""):
+    """Says what is wrong when a pipeline could not be read (see :func:`_built` and :func:`_read`); whether it was."""
+    if "raised" in read:
+        what = "raised" if read["when"] == "called" else "gave a dataset whose reading raised"
+        fb.wrong(f"{called} {what} {read['raised']}.{crash_hint(str(read['raised']))}")
+    elif "type" in read:
+        fb.wrong(f"{called} returned a {read['type']}; it must return a tf.data.Dataset."
+                 + (" The strategy makes the distributed dataset from what dataset_fn returns: don't call the "
+                    "strategy inside it." if "Distributed" in read["type"] else ""))
+    elif "element" in read:
+        fb.wrong(f"The elements of what {called} returned are {read['element']}: {element_hint}")
+    else:
+        return False
+    return True
+
+
 def _read(dataset, most):
     """The batches of ``dataset`` as lists of ids, at most ``most`` ids (then "more": True), or what raised."""
     batches, count = [], 0
@@ -149,16 +180,8 @@ def _read_q1_pipeline(dataset_fn, pipelines, index, replicas):
 
     context = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=index,
                                          num_replicas_in_sync=replicas)
-    try:
-        dataset = dataset_fn(context)
-    except Exception as err:
-        return {"raised": short_error(err), "when": "called"}
-    if not isinstance(dataset, tf.data.Dataset):
-        return {"type": type(dataset).__name__}
-    element = _is_id_batches(dataset)
-    if element:
-        return {"element": element}
-    return _read(dataset.repeat(EPOCHS_READ), EPOCHS_READ * Q1_EXAMPLES)
+    dataset, problem = _built(dataset_fn, context)
+    return problem or _read(dataset.repeat(EPOCHS_READ), EPOCHS_READ * Q1_EXAMPLES)
 
 
 def _pipeline_epochs(run):
@@ -324,19 +347,8 @@ class DatasetFnFromFiles(Exercise):
         for run in runs:
             for index, read in enumerate(run["reads"]):
                 called = _context_text(run["pipelines"], index, run["replicas"])
-                if "raised" in read:
-                    what = "raised" if read["when"] == "called" else "returned a dataset whose reading raised"
-                    fb.wrong(f"{called} {what} {read['raised']}.{_crash_hint(str(read['raised']))}")
-                    return fb
-                if "type" in read:
-                    fb.wrong(f"{called} returned a {read['type']}; it must return a tf.data.Dataset."
-                             + (" The strategy makes the distributed dataset from what dataset_fn returns: don't "
-                                "call the strategy inside it." if "Distributed" in read["type"] else ""))
-                    return fb
-                if "element" in read:
-                    fb.wrong(f"The elements of what {called} returned are {read['element']}; each should be a batch "
-                             f"of the example ids the records hold (a 1-D tensor of integers): parse each record "
-                             f"with parse(), then batch.")
+                if _judge_unusable(fb, read, called, "each should be a batch of the example ids the records hold (a "
+                                   "1-D tensor of integers): parse each record with parse(), then batch.", _crash_hint):
                     return fb
         _judge_q1_sizes(fb, runs)
         if _judge_q1_cover(fb, runs):
@@ -386,15 +398,9 @@ def _read_q2_worker(make_pipeline, decode, workers, worker):
     from tensorflow.python.data.experimental.ops import distribute as data_distribute
     from tensorflow.python.distribute import input_ops
 
-    try:
-        dataset = make_pipeline(tf.data.Dataset.range(Q2_EXAMPLES), decode, Q2_GLOBAL_BATCH)
-    except Exception as err:
-        return {"raised": short_error(err), "when": "called"}
-    if not isinstance(dataset, tf.data.Dataset):
-        return {"type": type(dataset).__name__}
-    element = _is_id_batches(dataset)
-    if element:
-        return {"element": element}
+    dataset, problem = _built(make_pipeline, tf.data.Dataset.range(Q2_EXAMPLES), decode, Q2_GLOBAL_BATCH)
+    if problem:
+        return problem
     batch = int(data_distribute.compute_batch_size(dataset))  # what the strategy reads as the global batch
     if batch != Q2_GLOBAL_BATCH:
         return {"batch": batch}
@@ -460,22 +466,14 @@ class ShuffleUnderData(Exercise):
         for run in runs:
             for worker, read in enumerate(run["reads"]):
                 called = f"make_pipeline(records, decode, {Q2_GLOBAL_BATCH}) on worker {worker} of {run['workers']}"
-                if "raised" in read:
-                    what = "raised" if read["when"] == "called" else "gave a dataset whose reading raised"
-                    fb.wrong(f"{called} {what} {read['raised']}.")
-                    return fb
-                if "type" in read:
-                    fb.wrong(f"{called} returned a {read['type']}; it must return a tf.data.Dataset.")
+                if _judge_unusable(fb, read, called, "batch the decoded examples by global_batch "
+                                   "(experimental_distribute_dataset takes global batches and splits each over the "
+                                   "replicas)."):
                     return fb
                 if "batch" in read:
                     fb.wrong(f"{called} gives batches of {read['batch'] if read['batch'] > 0 else 'no one size'}"
                              f"{' examples' if read['batch'] > 0 else ''}; the strategy splits each global batch over "
                              f"the replicas: batch by global_batch ({Q2_GLOBAL_BATCH} here), once, at the end.")
-                    return fb
-                if "element" in read:
-                    fb.wrong(f"The elements of what {called} returned are {read['element']}: batch the decoded "
-                             f"examples by global_batch (experimental_distribute_dataset takes global batches and "
-                             f"splits each over the replicas).")
                     return fb
         everything = set(range(Q2_EXAMPLES))
         self._judge_cover(fb, runs, everything)

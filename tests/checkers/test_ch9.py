@@ -320,7 +320,7 @@ def test_ch9_q2_batches_and_sharding_of_its_own():
     assert_hint(grade(9, "q2", unbatched), "batch the decoded examples by global_batch")
     assert_hint(grade(9, "q2", typed_in_batch), "gives batches of 32 examples", "batch by global_batch (24 here)")
     assert_hint(grade(9, "q2", sharding_off), "every worker read all 240 examples", "OFF", points=2)
-    assert_hint(grade(9, "q2", shards_itself), "none twice", "don't shard it yourself", points=1)
+    assert_hint(grade(9, "q2", shards_itself), "none twice", "don't shard it yourself", points=2)
 
 
 def test_ch9_q2_unusable_answers_and_placeholder():
