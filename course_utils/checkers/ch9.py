@@ -241,5 +241,5 @@ class WhereTheLogsGo(Exercise):
         return fb
 
 
-CHAPTER = chapter(9, "Watch and feed a distributed job",
-                  [DatasetFnFromFiles, ShuffleUnderData, WhoReadsWhat, WhereTheLogsGo])
+CHAPTER = chapter(9, "Watch and feed a distributed job", {
+    "q1": DatasetFnFromFiles, "q2": ShuffleUnderData, "q3": WhoReadsWhat, "q4": WhereTheLogsGo})
