@@ -13,8 +13,8 @@ from course_utils.grading.export import export_answers
 from course_utils.grading.handout import handout_package
 from course_utils.grading.session import judge_file
 from course_utils.grading.report import COLUMNS, summary, write_csv
-from course_utils.grading.submission import (NotANotebook, identify_chapter, read_notebook, saved_hint_levels,
-                                             suspicious_code)
+from course_utils.grading.scan import scan_cells
+from course_utils.grading.submission import NotANotebook, identify_chapter, read_notebook, saved_hint_levels
 from course_utils.notebook_setup import setup_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,11 +84,14 @@ def test_the_chapter_comes_from_metadata_and_cells():
     assert identify_chapter(notebook(1, ["ch1-q1"]), ANSWERS, forced=3) == (3, "metadata says chapter 1")
 
 
-def test_suspicious_code_is_found_but_not_in_the_stamped_setup_cell():
-    nb = notebook(sources=[setup_source("tf_keras", {"repository": "a/b", "branch": "main"}),
-                           "import gc  # a comment: sys.modules", "objs = gc.get_objects()",
-                           "f.__closure__[0].cell_contents", "# sys.modules in a comment only"])
-    assert suspicious_code(nb) == ["gc. (cell 3)", "__closure__ (cell 4)"]
+def test_code_that_reaches_for_the_grader_is_found_but_not_in_the_stamped_setup_cell():
+    stamp = setup_source("tf_keras", {"repository": "a/b", "branch": "main"})
+    sources = [stamp, "import gc  # a comment: sys.modules", "objs = gc.get_objects()",
+               "f.__closure__[0].cell_contents", "# sys.modules in a comment only"]
+    assert scan_cells(list(enumerate(sources, start=2)), stamp) == (["gc. (cells 3, 4)", "__closure__ (cell 5)"], [])
+    # the set-up cell is left out only when it is byte for byte the stamp: more code in it is read
+    edited = stamp + "\nimport gc  # git+https://github.com/a/b@main"
+    assert scan_cells([(2, edited)], stamp)[0] == ["sys.modules (cell 2)", "importlib (cell 2)", "gc. (cell 2)"]
 
 
 def test_hints_printed_in_saved_outputs():
@@ -116,10 +119,11 @@ def test_summary_shows_flags_and_csv_has_the_columns(tmp_path):
 
 
 def test_replacing_a_course_utils_function_is_flagged():
-    nb = notebook(sources=["import course_utils.memory as memory\nmemory.bytes_per_device = lambda v: {}",
-                           "from course_utils.checkers import ch5_cases\nch5_cases.layout_of = print",
-                           "x = memory.bytes_per_device(v)  # reading one is fine\nif a.b == c.d: pass"])
-    assert suspicious_code(nb) == ["replaces a course_utils function (cells 1, 2)"]
+    sources = ["import course_utils.memory as memory\nmemory.bytes_per_device = lambda v: {}",
+               "from course_utils.checkers import ch5_cases\nch5_cases.layout_of = print",
+               "x = memory.bytes_per_device(v)  # reading one is fine\nif a.b == c.d: pass"]
+    assert scan_cells(list(enumerate(sources, start=1))) == (
+        ["changes course_utils: checkers.ch5_cases.layout_of, memory.bytes_per_device (cells 1, 2)"], [])
 
 
 def test_the_handout_package_is_never_copied_over_an_existing_one(tmp_path):

@@ -1,0 +1,400 @@
+"""What a handed-in notebook's code reaches for, read from its syntax tree (never run): the grader's flags.
+
+:func:`scan_cells` parses each code cell with :mod:`ast` and visits each node of the tree once, so
+its time grows with the length of the code, whatever the code is (a cell it cannot parse, or code
+beyond :data:`MAX_SCANNED` characters, is reported instead). It follows names through the
+notebook's cells in order: ``import ... as``, ``from ... import`` (also ``*``), ``x = module.attr``,
+``getattr`` with a constant name, ``vars(x)``, ``sys.modules[...]``, ``importlib.import_module``,
+``__import__``, ``for x in ...`` and constant strings put together with ``+``. So a flag depends on
+what the code reaches, not on how it spells it; what the tree cannot show (``exec`` of a computed
+string, ``getattr`` with a computed name, IPython magics) is flagged as dynamic code.
+
+A flag proves nothing: it says where an instructor should look. The stamped set-up cell (byte for
+byte the build's, :func:`course_utils.notebook_setup.setup_source`) is not scanned.
+"""
+import ast
+import functools
+import importlib.util
+import re
+import sys
+
+__all__ = ["CHANGES_COURSE", "DYNAMIC", "MAX_SCANNED", "scan_cells"]
+
+MAX_SCANNED = 2 << 20  # characters of code scanned per notebook (an exercise notebook has about 50,000)
+COURSE = "course_utils"
+CHANGES_COURSE = "changes course_utils"
+DYNAMIC = "dynamic code (exec/eval, computed names, magics)"
+# A path the code reaches that is one of these or inside one -> the flag. "@name" is a built-in name.
+PATHS = {
+    "gc": "gc.", "ctypes": "ctypes", "builtins": "builtins", "@__builtins__": "builtins", "importlib": "importlib",
+    "sys.modules": "sys.modules", "sys.meta_path": "sys.meta_path", "sys.path_hooks": "sys.meta_path",
+    "sys.path_importer_cache": "sys.meta_path", "sys.path": "sys.path", "sys._getframe": "frame inspection",
+    "inspect.currentframe": "frame inspection", "inspect.stack": "frame inspection",
+    "inspect.getouterframes": "frame inspection", "inspect.getinnerframes": "frame inspection",
+    "inspect.trace": "frame inspection", "inspect.getclosurevars": "__closure__",
+    "os.write": "os.write/os.open", "os.open": "os.write/os.open", "os.dup": "os.write/os.open",
+    "os.dup2": "os.write/os.open", "course_utils.grading": "the grader's names",
+    "@exec": DYNAMIC, "@eval": DYNAMIC, "@compile": DYNAMIC, "@breakpoint": DYNAMIC, "runpy": DYNAMIC,
+    "@get_ipython": "get_ipython()", "@globals": "user_ns", "@locals": "user_ns", "@In": "user_ns",
+    "@Out": "user_ns", "@_ih": "user_ns", "@_oh": "user_ns",
+}
+BUILTINS = ("getattr", "setattr", "delattr", "hasattr", "vars", "type", "object", "__import__", "exec", "eval",
+            "compile", "breakpoint", "globals", "locals", "__builtins__", "get_ipython", "In", "Out", "_ih", "_oh")
+INDIRECT = {"@getattr", "@setattr", "@delattr", "@__import__"}  # passed around as values, they hide what they reach
+# An attribute of anything, by its name -> the flag.
+ATTRIBUTES = {
+    "__closure__": "__closure__", "cell_contents": "__closure__", "__globals__": "__globals__",
+    "__builtins__": "builtins", "_getframe": "frame inspection", "f_locals": "frame inspection",
+    "f_globals": "frame inspection", "f_back": "frame inspection", "tb_frame": "frame inspection",
+    "gi_frame": "frame inspection", "cr_frame": "frame inspection", "settrace": "settrace/setprofile",
+    "setprofile": "settrace/setprofile", "excepthook": "exception hooks", "unraisablehook": "exception hooks",
+    "set_custom_exc": "exception hooks", "user_ns": "user_ns", "user_global_ns": "user_ns",
+}
+GRADER_TEXT = re.compile(r"_course_grader|course_grader__|COURSE_GRAD|export_answers|grading\.export|course-hint")
+# Methods that change what they are called on (a module's __dict__, a list of the course's data ...).
+MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__setattr__",
+            "__delattr__", "append", "extend", "insert", "remove", "sort", "reverse", "add", "discard"}
+PATCHERS = {"patch", "object", "setattr", "setitem", "multiple"}  # unittest.mock.patch(...), monkeypatch.setattr(...)
+# IPython's escapes at the start of a line (%magic, !shell, /autocall ...) and "x = !cmd", "x = %magic"
+ESCAPED_LINE = re.compile(r"^([ \t]*)(?:[%!/,;?]|[A-Za-z_][\w, ]{0,200}=[ \t]*[%!]).*$", re.MULTILINE)
+STAR_MODULES = ("sys", "os", "gc", "inspect", "builtins", "ctypes", "importlib")  # star imports followed
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+CONTAINERS = (ast.List, ast.Tuple, ast.Set)
+OWN_FUNCTION = "passes course_utils to a function of the notebook"
+
+
+def _constant(node):
+    """The text of a constant string expression (``"a" + "b"``, an f-string without fields), or None."""
+    parts, stack = [], [node]
+    while stack:  # without recursion: "a" + "b" + ... may be long
+        node = stack.pop()
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            parts.append(node.value)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            stack += [node.right, node.left]
+        elif isinstance(node, ast.JoinedStr) and all(isinstance(part, ast.Constant) for part in node.values):
+            parts.append("".join(str(part.value) for part in node.values))
+        else:
+            return None
+    return "".join(parts)
+
+
+def _is_course(path):
+    return path is not None and (path == COURSE or path.startswith((COURSE + ".", COURSE + "[")))
+
+
+@functools.lru_cache(maxsize=256)
+def _star_names(module):
+    """The public names ``from module import *`` binds, for the course's modules and :data:`STAR_MODULES`."""
+    if not (_is_course(module) or module in STAR_MODULES):
+        return ()
+    try:
+        loaded = importlib.import_module(module)
+    except Exception:  # a module that does not exist (the notebook fails there too)
+        return ()
+    names = getattr(loaded, "__all__", None)
+    return tuple(str(n) for n in (names if isinstance(names, (list, tuple)) else vars(loaded)) if not str(n)[:1] == "_")
+
+
+@functools.lru_cache(maxsize=1024)
+def _installed(top):
+    """Whether the top-level module ``top`` is in the standard library or installed for the grader."""
+    try:
+        return top in sys.stdlib_module_names or top == COURSE or importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class _Scan:
+    """One notebook's scan: the names bound so far (``aliases``: name -> dotted path) and what was found."""
+
+    def __init__(self):
+        self.aliases = {name: f"@{name}" for name in BUILTINS}
+        self.found, self.changed, self.functions = {}, {}, set()
+        self.cell, self.paths, self.plain_uses = 0, {}, set()
+
+    def flag(self, name):
+        self.found.setdefault(name, set()).add(self.cell)
+
+    # -- what an expression refers to -------------------------------------------------------------
+    def path(self, node):
+        """The dotted path ``node`` refers to (``"course_utils.memory.bytes_per_device"``, ``"sys.modules"``), or
+        None. A chain of attributes, subscripts and calls is followed from its base outwards, each node once (the
+        result is kept per node), and each path on the way is checked against :data:`PATHS`."""
+        chain = []
+        while id(node) not in self.paths and isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            chain.append(node)
+            node = node.func if isinstance(node, ast.Call) else node.value
+        if id(node) in self.paths:
+            path = self.paths[id(node)]
+        else:
+            path = self._base(node)
+            self.paths[id(node)] = path
+            if path is not None:
+                self.reached(path)
+        for outer in reversed(chain):
+            path = self._step(outer, path)
+            self.paths[id(outer)] = path
+            if path is not None:
+                self.reached(path)
+        return path
+
+    def _base(self, node):
+        """The path of a name, or of a list, tuple or set that holds something of course_utils (its items)."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id)
+        if isinstance(node, CONTAINERS):
+            inside = [self.path(item) for item in node.elts]
+            return next((path + "[]" for path in inside if _is_course(path)), None)
+        return None
+
+    def _step(self, node, inner):
+        """The path of ``node`` (an attribute, subscript or call) given the path of its inside."""
+        if isinstance(node, ast.Attribute):
+            return None if inner is None else f"{inner}.{node.attr}"
+        if isinstance(node, ast.Subscript):
+            key = _constant(node.slice)
+            if inner == "sys.modules" and key is not None:
+                return key  # sys.modules["course_utils.memory"] is that module
+            return None if inner is None else f"{inner}[{key if key is not None else ''}]"
+        first = _constant(node.args[0]) if node.args else None
+        if inner in ("@__import__", "importlib.import_module") or (inner == "sys.modules.get" and first):
+            return first
+        if inner == "@getattr" and len(node.args) >= 2:
+            base, attribute = self.path(node.args[0]), _constant(node.args[1])
+            return None if base is None or attribute is None else f"{base}.{attribute}"
+        if inner in ("@vars", "@type") and len(node.args) == 1:
+            base = self.path(node.args[0])
+            return None if base is None else base + (".__dict__" if inner == "@vars" else ".__class__")
+        if inner is not None and inner.startswith(COURSE + ".checkers"):
+            return inner + "()"  # what the checkers' functions return is the checkers (ex = exercises(3))
+        return None
+
+    def reached(self, path):
+        for prefix, flag in PATHS.items():
+            if path == prefix or path.startswith((prefix + ".", prefix + "[")):
+                self.flag(flag)
+
+    # -- bindings ---------------------------------------------------------------------------------
+    def bind(self, target, path):
+        """Bind the names in ``target`` (of an assignment, a loop, ``as``) to ``path`` (None: nothing known)."""
+        if isinstance(target, ast.Name):
+            if path is None:
+                self.aliases.pop(target.id, None)
+            else:
+                self.aliases[target.id] = path
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for item in target.elts:
+                self.bind(item, None if path is None else path + "[]")
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, path)
+
+    def assign(self, targets, value):
+        values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+        for target in targets:
+            self.written(target)
+            if values is not None and isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(values):
+                for item, part in zip(target.elts, values):  # a, b = x, y
+                    self.bind(item, self.path(part))
+            else:
+                self.bind(target, self.path(value))
+
+    def imported(self, node):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                self.module_used(alias.name)
+                top = alias.name.split(".")[0]
+                self.aliases[alias.asname or top] = alias.name if alias.asname else top
+        elif not node.level and node.module:
+            self.module_used(node.module)
+            for alias in node.names:
+                if alias.name == "*":
+                    self.aliases.update({name: f"{node.module}.{name}" for name in _star_names(node.module)})
+                else:
+                    self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                    self.reached(f"{node.module}.{alias.name}")
+
+    def module_used(self, module):
+        self.reached(module)
+        if not _installed(module.split(".")[0]):
+            self.flag("imports a module the grader does not have")
+
+    # -- writes -----------------------------------------------------------------------------------
+    def written(self, target):
+        """``target`` (of an assignment or ``del``) is changed: noted when it is part of course_utils."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for item in target.elts:
+                self.written(item)
+        elif isinstance(target, ast.Starred):
+            self.written(target.value)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)):
+            base = self.path(target.value)
+            if _is_course(base):
+                key = target.attr if isinstance(target, ast.Attribute) else _constant(target.slice) or "[...]"
+                self.change(f"{base}.{key}")
+
+    def change(self, path):
+        shown = path[len(COURSE) + 1:] if path.startswith(COURSE + ".") else path
+        self.changed.setdefault(shown.replace(".__dict__", "").replace(".__globals__", ""), set()).add(self.cell)
+        self.flag(CHANGES_COURSE)
+
+    def call(self, node):
+        func, args = node.func, node.args
+        self.plain_uses.add(id(func))
+        callee = self.path(func)
+        first = self.path(args[0]) if args else None
+        if callee in ("@getattr", "@setattr", "@delattr", "@hasattr") and len(args) >= 2:
+            attribute = _constant(args[1])
+            if attribute is None and callee != "@hasattr":
+                self.flag(DYNAMIC)
+            elif attribute in ATTRIBUTES:
+                self.flag(ATTRIBUTES[attribute])
+            if callee in ("@setattr", "@delattr") and _is_course(first):
+                self.change(f"{first}.{attribute or '...'}")
+        if callee in ("@__import__", "importlib.import_module") and args:
+            module = _constant(args[0])
+            self.flag(DYNAMIC) if module is None else self.module_used(module)
+        if callee in ("@exec", "@eval", "@compile") and args:
+            code = _constant(args[0])
+            if code is not None:  # constant code is code the scan can read too
+                saved, self.paths = self.paths, {}
+                self.scan_source(code, nested=True)
+                self.paths = saved
+        own = isinstance(func, ast.Lambda) or (isinstance(func, ast.Name) and func.id in self.functions)
+        if own and any(_is_course(self.path(arg)) for arg in [*args, *(k.value for k in node.keywords)]):
+            self.flag(OWN_FUNCTION)  # the scan does not follow the course's objects into the notebook's functions
+        if isinstance(func, ast.Attribute):
+            owner = self.path(func.value)
+            if func.attr in MUTATORS and _is_course(owner):
+                self.change(f"{owner}.{func.attr}()")
+            if func.attr in ("__setattr__", "__delattr__") and _is_course(first):
+                self.change(f"{first}.{_constant(args[1]) if len(args) > 1 else '...'}")
+            named = _constant(args[0]) if args else None
+            if func.attr in PATCHERS and (_is_course(first) or _is_course(named)):
+                self.change(f"{first or named} (patched)")
+
+    # -- one cell ---------------------------------------------------------------------------------
+    def scan_source(self, source, nested=False):
+        """Scan the code ``source``; False when it cannot be parsed as Python, nor with IPython's magics and
+        shell escapes blanked out (which flags dynamic code)."""
+        tree = _parse(source)
+        if tree is None and not nested:
+            if source.lstrip().startswith("%%"):
+                self.flag(DYNAMIC)  # a cell magic: the cell is not Python
+                return True
+            blanked = ESCAPED_LINE.sub(lambda m: m.group(1) + "pass", source)
+            tree = _parse(blanked) if blanked != source else None
+            if tree is not None:
+                self.flag(DYNAMIC)
+        if tree is None:
+            return False
+        self.walk(tree)
+        return True
+
+    def walk(self, tree):
+        """Visit every node once, depth first in the order of the source (without recursion), so that each
+        statement binds its names before the code after it is read."""
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            self.visit(node)
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+    def visit(self, node):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.imported(node)
+        elif isinstance(node, ast.Assign):
+            self.plain_uses.add(id(node.value))  # s = setattr: an alias, followed
+            if isinstance(node.value, ast.Lambda):
+                self.functions.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            self.assign(node.targets, node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            self.written(node.target)
+            if isinstance(node, ast.AnnAssign) and node.value is not None:
+                self.bind(node.target, self.path(node.value))
+        elif isinstance(node, ast.NamedExpr):
+            self.bind(node.target, self.path(node.value))
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                self.written(target)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self.bind(node.target, _item(self.path(node.iter)))
+        elif isinstance(node, COMPREHENSIONS):  # its loops bind before its element is read
+            for generator in node.generators:
+                self.bind(generator.target, _item(self.path(generator.iter)))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            self.bind(node.optional_vars, self.path(node.context_expr))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.aliases.pop(node.name, None)
+            self.functions.add(node.name)
+        elif isinstance(node, ast.Call):
+            self.call(node)
+        elif isinstance(node, ast.Name) and self.aliases.get(node.id) in INDIRECT and id(node) not in self.plain_uses:
+            self.flag(DYNAMIC)  # map(setattr, ...), partial(getattr, ...): what it reaches is out of sight
+        elif isinstance(node, ast.Attribute) and node.attr in ATTRIBUTES:
+            self.flag(ATTRIBUTES[node.attr])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+            text = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
+            if "/proc/" in text:
+                self.flag("/proc/")
+            if GRADER_TEXT.search(text):
+                self.flag("the grader's names")
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            if GRADER_TEXT.search(node.id if isinstance(node, ast.Name) else node.attr):
+                self.flag("the grader's names")
+            self.path(node)
+        elif isinstance(node, ast.Subscript):
+            self.path(node)
+
+
+def _item(path):
+    return None if path is None else path + "[]"
+
+
+def _parse(source):
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+
+
+def scan_cells(sources, stamp=None):
+    """The flags of a notebook's code cells, each with its cell numbers.
+
+    Args:
+        sources: ``[(cell number, code)]`` of the code cells, in order.
+        stamp: the set-up cell as the build stamps it: a cell that is exactly this is not scanned.
+
+    Returns:
+        ``(flags, unparsed)``: texts such as ``"gc. (cell 3)"`` and
+        ``"changes course_utils: memory.bytes_per_device (cells 4, 5)"``, and the numbers of the cells that
+        could not be parsed (the caller flags them when the kernel ran them without a syntax error).
+
+    Example:
+        >>> scan_cells([(1, "import gc; gc.get_objects()"), (2, "import course_utils.memory as m\\nm.bytes_per_device = f")])
+        (['gc. (cell 1)', 'changes course_utils: memory.bytes_per_device (cell 2)'], [])
+    """
+    scan, unparsed, budget = _Scan(), [], MAX_SCANNED
+    for number, source in sources:
+        if stamp is not None and source == stamp:
+            continue
+        scan.cell = number
+        budget -= len(source)
+        if budget < 0:
+            scan.flag(f"too much code to scan (more than {MAX_SCANNED:,} characters)")
+            break
+        scan.paths = {}  # per cell: the nodes of one tree
+        if not scan.scan_source(source):
+            unparsed.append(number)
+    flags = []
+    for name, cells in scan.found.items():
+        if name == CHANGES_COURSE:
+            targets = sorted(scan.changed)
+            name += ": " + ", ".join(targets[:4]) + (f" and {len(targets) - 4} more" if len(targets) > 4 else "")
+        flags.append(f"{name} ({_cells(cells)})")
+    return flags, unparsed
+
+
+def _cells(numbers):
+    numbers = sorted(numbers)
+    return f"cell{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
