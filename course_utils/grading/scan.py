@@ -5,25 +5,34 @@ its time grows with the length of the code, whatever the code is (a cell it cann
 beyond :data:`MAX_SCANNED` characters, is reported instead). It follows names through the
 notebook's cells in order: ``import ... as``, ``from ... import`` (also ``*``), ``x = module.attr``,
 ``getattr`` with a constant name, ``vars(x)``, ``sys.modules[...]``, ``importlib.import_module``,
-``__import__``, ``for x in ...`` and constant strings put together with ``+``. So a flag depends on
-what the code reaches, not on how it spells it; what the tree cannot show (``exec`` of a computed
-string, ``getattr`` with a computed name, IPython magics) is flagged as dynamic code.
+``__import__``, ``for x in ...`` and constant strings put together with ``+``; ``exec`` of a constant
+string is read too, and a cell with IPython's magics or shell escapes is read as IPython rewrites it.
+So a flag depends on what the code reaches, not on how it spells it; what the tree cannot show
+(``exec`` of a computed string, ``getattr`` with a computed name, ``setattr`` passed around as a
+value) is flagged as dynamic code, and a course object handed to the notebook's own function is
+flagged too (the scan does not follow it there).
 
 A flag proves nothing: it says where an instructor should look. The stamped set-up cell (byte for
 byte the build's, :func:`course_utils.notebook_setup.setup_source`) is not scanned.
 """
 import ast
 import functools
+import gc
 import importlib.util
 import re
 import sys
+import textwrap
+from pathlib import Path
 
-__all__ = ["CHANGES_COURSE", "DYNAMIC", "MAX_SCANNED", "scan_cells"]
+__all__ = ["CHANGES_COURSE", "DYNAMIC", "IPYTHON", "MAX_SCANNED", "scan_cells"]
 
-MAX_SCANNED = 2 << 20  # characters of code scanned per notebook (an exercise notebook has about 50,000)
+MAX_SCANNED = 64 << 10  # characters of code scanned per notebook (a solution notebook has 4,000-12,000)
+MAX_LOOKUPS = 50  # modules of a notebook looked up (is it installed?); any more are taken as not installed
 COURSE = "course_utils"
+PACKAGE = Path(__file__).resolve().parents[1]  # the course_utils whose modules a star import names
 CHANGES_COURSE = "changes course_utils"
-DYNAMIC = "dynamic code (exec/eval, computed names, magics)"
+DYNAMIC = "dynamic code (exec/eval, computed names)"
+IPYTHON = "IPython's machinery (get_ipython(), magics, shell escapes)"
 # A path the code reaches that is one of these or inside one -> the flag. "@name" is a built-in name.
 PATHS = {
     "gc": "gc.", "ctypes": "ctypes", "builtins": "builtins", "@__builtins__": "builtins", "importlib": "importlib",
@@ -35,7 +44,7 @@ PATHS = {
     "os.write": "os.write/os.open", "os.open": "os.write/os.open", "os.dup": "os.write/os.open",
     "os.dup2": "os.write/os.open", "course_utils.grading": "the grader's names",
     "@exec": DYNAMIC, "@eval": DYNAMIC, "@compile": DYNAMIC, "@breakpoint": DYNAMIC, "runpy": DYNAMIC,
-    "@get_ipython": "get_ipython()", "@globals": "user_ns", "@locals": "user_ns", "@In": "user_ns",
+    "@get_ipython": IPYTHON, "@globals": "user_ns", "@locals": "user_ns", "@In": "user_ns",
     "@Out": "user_ns", "@_ih": "user_ns", "@_oh": "user_ns",
 }
 BUILTINS = ("getattr", "setattr", "delattr", "hasattr", "vars", "type", "object", "__import__", "exec", "eval",
@@ -55,8 +64,10 @@ GRADER_TEXT = re.compile(r"_course_grader|course_grader__|COURSE_GRAD|export_ans
 MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__", "__setattr__",
             "__delattr__", "append", "extend", "insert", "remove", "sort", "reverse", "add", "discard"}
 PATCHERS = {"patch", "object", "setattr", "setitem", "multiple"}  # unittest.mock.patch(...), monkeypatch.setattr(...)
-# IPython's escapes at the start of a line (%magic, !shell, /autocall ...) and "x = !cmd", "x = %magic"
-ESCAPED_LINE = re.compile(r"^([ \t]*)(?:[%!/,;?]|[A-Za-z_][\w, ]{0,200}=[ \t]*[%!]).*$", re.MULTILINE)
+# IPython's escapes: a line that starts with one (%magic, !shell, ?help, /autocall ...), "x = !cmd",
+# "x = %magic", "obj?"; and the prompts IPython strips (">>> ", "... ", "In [3]: ")
+ESCAPED_LINE = re.compile(r"^([ \t]*)(?:(?:[%!/,;?]|[A-Za-z_][\w, ]{0,200}=[ \t]*[%!]).*|.*\?[ \t]*)$", re.MULTILINE)
+PROMPT = re.compile(r"^[ \t]*(?:>>>|\.\.\.|In \[\d{1,9}\]:|\.{3,}:)(?: |$)", re.MULTILINE)
 STAR_MODULES = ("sys", "os", "gc", "inspect", "builtins", "ctypes", "importlib")  # star imports followed
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 CONTAINERS = (ast.List, ast.Tuple, ast.Set)
@@ -85,24 +96,47 @@ def _is_course(path):
 
 @functools.lru_cache(maxsize=256)
 def _star_names(module):
-    """The public names ``from module import *`` binds, for the course's modules and :data:`STAR_MODULES`."""
-    if not (_is_course(module) or module in STAR_MODULES):
-        return ()
-    try:
+    """The public names ``from module import *`` binds, for the course's modules (read from their source, not
+    imported) and :data:`STAR_MODULES`; none for other modules."""
+    if module in STAR_MODULES:
         loaded = importlib.import_module(module)
-    except Exception:  # a module that does not exist (the notebook fails there too)
+        names = getattr(loaded, "__all__", None) or [name for name in vars(loaded) if not name.startswith("_")]
+        return tuple(names)
+    if not _is_course(module):
         return ()
-    names = getattr(loaded, "__all__", None)
-    return tuple(str(n) for n in (names if isinstance(names, (list, tuple)) else vars(loaded)) if not str(n)[:1] == "_")
+    base = PACKAGE.joinpath(*module.split(".")[1:])
+    source = next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+    tree = _parse(source.read_text(encoding="utf-8")) if source else None
+    if tree is None:
+        return ()
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                return tuple(str(name) for name in ast.literal_eval(node.value))
+            except ValueError:
+                pass
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.Import, ast.ImportFrom)):
+            names += [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            names += [(a.asname or a.name).split(".")[0] for a in getattr(node, "names", [])]
+    return tuple(name for name in names if not name.startswith("_"))
 
 
-@functools.lru_cache(maxsize=1024)
-def _installed(top):
-    """Whether the top-level module ``top`` is in the standard library or installed for the grader."""
-    try:
-        return top in sys.stdlib_module_names or top == COURSE or importlib.util.find_spec(top) is not None
-    except (ImportError, ValueError):
-        return False
+def _installed(top, lookups):
+    """Whether the top-level module ``top`` is in the standard library or installed for the grader (at most
+    :data:`MAX_LOOKUPS` look-ups per notebook, kept in ``lookups``; past them, not)."""
+    if top in sys.stdlib_module_names or top == COURSE:
+        return True
+    if top not in lookups:
+        if len(lookups) >= MAX_LOOKUPS:
+            return False
+        try:
+            lookups[top] = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            lookups[top] = False
+    return lookups[top]
 
 
 class _Scan:
@@ -110,8 +144,8 @@ class _Scan:
 
     def __init__(self):
         self.aliases = {name: f"@{name}" for name in BUILTINS}
-        self.found, self.changed, self.functions = {}, {}, set()
-        self.cell, self.paths, self.plain_uses = 0, {}, set()
+        self.found, self.changed, self.functions, self.lookups = {}, {}, set(), {}
+        self.cell, self.paths, self.plain_uses, self.checked = 0, {}, set(), set()
 
     def flag(self, name):
         self.found.setdefault(name, set()).add(self.cell)
@@ -171,9 +205,15 @@ class _Scan:
         return None
 
     def reached(self, path):
-        for prefix, flag in PATHS.items():
-            if path == prefix or path.startswith((prefix + ".", prefix + "[")):
-                self.flag(flag)
+        """Flag ``path`` when it is, or is inside, one of :data:`PATHS` (whose keys have one or two parts)."""
+        if path in self.checked:
+            return
+        self.checked.add(path)
+        first, _, rest = path.partition(".")
+        first = first.partition("[")[0]
+        for key in (first, first + "." + rest.partition(".")[0].partition("[")[0] if rest else ""):
+            if key in PATHS:
+                self.flag(PATHS[key])
 
     # -- bindings ---------------------------------------------------------------------------------
     def bind(self, target, path):
@@ -216,7 +256,7 @@ class _Scan:
 
     def module_used(self, module):
         self.reached(module)
-        if not _installed(module.split(".")[0]):
+        if not _installed(module.split(".")[0], self.lookups):
             self.flag("imports a module the grader does not have")
 
     # -- writes -----------------------------------------------------------------------------------
@@ -266,7 +306,7 @@ class _Scan:
         if isinstance(func, ast.Attribute):
             owner = self.path(func.value)
             if func.attr in MUTATORS and _is_course(owner):
-                self.change(f"{owner}.{func.attr}()")
+                self.change(f"{owner} ({func.attr})")
             if func.attr in ("__setattr__", "__delattr__") and _is_course(first):
                 self.change(f"{first}.{_constant(args[1]) if len(args) > 1 else '...'}")
             named = _constant(args[0]) if args else None
@@ -275,76 +315,117 @@ class _Scan:
 
     # -- one cell ---------------------------------------------------------------------------------
     def scan_source(self, source, nested=False):
-        """Scan the code ``source``; False when it cannot be parsed as Python, nor with IPython's magics and
-        shell escapes blanked out (which flags dynamic code)."""
+        """Scan the code ``source``. A cell that is not Python but has IPython's escapes (magics, shell, help,
+        prompts) is flagged, and read with those lines left out; one that is still not Python is flagged unread.
+        One without them is a syntax error, for IPython too: the kernel raises on it, and it is not read."""
         tree = _parse(source)
         if tree is None and not nested:
-            if source.lstrip().startswith("%%"):
-                self.flag(DYNAMIC)  # a cell magic: the cell is not Python
-                return True
-            blanked = ESCAPED_LINE.sub(lambda m: m.group(1) + "pass", source)
-            tree = _parse(blanked) if blanked != source else None
-            if tree is not None:
-                self.flag(DYNAMIC)
-        if tree is None:
-            return False
-        self.walk(tree)
-        return True
+            blanked = ESCAPED_LINE.sub(lambda m: m.group(1) + "pass", PROMPT.sub("", source))
+            if blanked == source and not source[:1].isspace():
+                return  # a syntax error: IPython reads the same code
+            self.flag(IPYTHON)
+            tree = _parse(textwrap.dedent(blanked))
+        if tree is not None:
+            self.walk(tree)
 
     def walk(self, tree):
         """Visit every node once, depth first in the order of the source (without recursion), so that each
         statement binds its names before the code after it is read."""
+        handlers = {kind: getattr(self, name) for kind, name in HANDLERS.items()}
         stack = [tree]
         while stack:
             node = stack.pop()
-            self.visit(node)
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+            handler = handlers.get(type(node))
+            if handler is not None:
+                handler(node)
+            children = []
+            for field in node._fields:
+                value = getattr(node, field, None)
+                if isinstance(value, list):
+                    children += [item for item in value if isinstance(item, ast.AST) and type(item) not in SKIPPED]
+                elif isinstance(value, ast.AST) and type(value) not in SKIPPED:
+                    children.append(value)
+            stack += reversed(children)
 
-    def visit(self, node):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            self.imported(node)
-        elif isinstance(node, ast.Assign):
-            self.plain_uses.add(id(node.value))  # s = setattr: an alias, followed
-            if isinstance(node.value, ast.Lambda):
-                self.functions.update(t.id for t in node.targets if isinstance(t, ast.Name))
-            self.assign(node.targets, node.value)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            self.written(node.target)
-            if isinstance(node, ast.AnnAssign) and node.value is not None:
-                self.bind(node.target, self.path(node.value))
-        elif isinstance(node, ast.NamedExpr):
+    def on_import(self, node):
+        self.imported(node)
+
+    def on_assign(self, node):
+        self.plain_uses.add(id(node.value))  # s = setattr: an alias, followed
+        if isinstance(node.value, ast.Lambda):
+            self.functions.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        self.assign(node.targets, node.value)
+
+    def on_augmented(self, node):
+        self.written(node.target)
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
             self.bind(node.target, self.path(node.value))
-        elif isinstance(node, ast.Delete):
-            for target in node.targets:
-                self.written(target)
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            self.bind(node.target, _item(self.path(node.iter)))
-        elif isinstance(node, COMPREHENSIONS):  # its loops bind before its element is read
-            for generator in node.generators:
-                self.bind(generator.target, _item(self.path(generator.iter)))
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+
+    def on_walrus(self, node):
+        self.bind(node.target, self.path(node.value))
+
+    def on_delete(self, node):
+        for target in node.targets:
+            self.written(target)
+
+    def on_loop(self, node):
+        self.bind(node.target, _item(self.path(node.iter)))
+
+    def on_comprehension(self, node):  # its loops bind before its element is read
+        for generator in node.generators:
+            self.bind(generator.target, _item(self.path(generator.iter)))
+
+    def on_with(self, node):
+        if node.optional_vars is not None:
             self.bind(node.optional_vars, self.path(node.context_expr))
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.aliases.pop(node.name, None)
-            self.functions.add(node.name)
-        elif isinstance(node, ast.Call):
-            self.call(node)
-        elif isinstance(node, ast.Name) and self.aliases.get(node.id) in INDIRECT and id(node) not in self.plain_uses:
-            self.flag(DYNAMIC)  # map(setattr, ...), partial(getattr, ...): what it reaches is out of sight
-        elif isinstance(node, ast.Attribute) and node.attr in ATTRIBUTES:
+
+    def on_definition(self, node):
+        self.aliases.pop(node.name, None)
+        self.functions.add(node.name)
+
+    def on_name(self, node):
+        path = self.aliases.get(node.id)
+        if path is not None and type(node.ctx) is ast.Load:
+            self.reached(path)
+            if path in INDIRECT and id(node) not in self.plain_uses:
+                self.flag(DYNAMIC)  # map(setattr, ...), partial(getattr, ...): what it reaches is out of sight
+        if _grader_text(node.id):
+            self.flag("the grader's names")
+
+    def on_attribute(self, node):
+        if node.attr in ATTRIBUTES:
             self.flag(ATTRIBUTES[node.attr])
-        elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+        if _grader_text(node.attr):
+            self.flag("the grader's names")
+        self.path(node)
+
+    def on_subscript(self, node):
+        self.path(node)
+
+    def on_constant(self, node):
+        if isinstance(node.value, (str, bytes)):
             text = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
             if "/proc/" in text:
                 self.flag("/proc/")
-            if GRADER_TEXT.search(text):
+            if _grader_text(text):
                 self.flag("the grader's names")
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            if GRADER_TEXT.search(node.id if isinstance(node, ast.Name) else node.attr):
-                self.flag("the grader's names")
-            self.path(node)
-        elif isinstance(node, ast.Subscript):
-            self.path(node)
+
+
+HANDLERS = {
+    ast.Import: "on_import", ast.ImportFrom: "on_import", ast.Assign: "on_assign", ast.AugAssign: "on_augmented",
+    ast.AnnAssign: "on_augmented", ast.NamedExpr: "on_walrus", ast.Delete: "on_delete", ast.For: "on_loop",
+    ast.AsyncFor: "on_loop", **{kind: "on_comprehension" for kind in COMPREHENSIONS}, ast.withitem: "on_with",
+    ast.FunctionDef: "on_definition", ast.AsyncFunctionDef: "on_definition", ast.ClassDef: "on_definition",
+    ast.Call: "call", ast.Name: "on_name", ast.Attribute: "on_attribute", ast.Subscript: "on_subscript",
+    ast.Constant: "on_constant",
+}
+# Nodes with nothing to read in them (contexts and operators): not visited.
+SKIPPED = {ast.Load, ast.Store, ast.Del, *ast.operator.__subclasses__(), *ast.unaryop.__subclasses__(),
+           *ast.cmpop.__subclasses__(), *ast.boolop.__subclasses__()}
+
+
+def _grader_text(text):
+    return ("rad" in text or "RAD" in text or "xport_" in text or "-hint" in text) and GRADER_TEXT.search(text)
 
 
 def _item(path):
@@ -366,33 +447,35 @@ def scan_cells(sources, stamp=None):
         stamp: the set-up cell as the build stamps it: a cell that is exactly this is not scanned.
 
     Returns:
-        ``(flags, unparsed)``: texts such as ``"gc. (cell 3)"`` and
-        ``"changes course_utils: memory.bytes_per_device (cells 4, 5)"``, and the numbers of the cells that
-        could not be parsed (the caller flags them when the kernel ran them without a syntax error).
+        Texts such as ``"gc. (cell 3)"`` and ``"changes course_utils: memory.bytes_per_device (cells 4, 5)"``.
 
     Example:
         >>> scan_cells([(1, "import gc; gc.get_objects()"), (2, "import course_utils.memory as m\\nm.bytes_per_device = f")])
-        (['gc. (cell 1)', 'changes course_utils: memory.bytes_per_device (cell 2)'], [])
+        ['gc. (cell 1)', 'changes course_utils: memory.bytes_per_device (cell 2)']
     """
-    scan, unparsed, budget = _Scan(), [], MAX_SCANNED
-    for number, source in sources:
-        if stamp is not None and source == stamp:
-            continue
-        scan.cell = number
-        budget -= len(source)
-        if budget < 0:
-            scan.flag(f"too much code to scan (more than {MAX_SCANNED:,} characters)")
-            break
-        scan.paths = {}  # per cell: the nodes of one tree
-        if not scan.scan_source(source):
-            unparsed.append(number)
+    scan, budget, collecting = _Scan(), MAX_SCANNED, gc.isenabled()
+    gc.disable()  # syntax trees hold no cycles: the collector would only walk every other object again and again
+    try:
+        for number, source in sources:
+            if stamp is not None and source == stamp:
+                continue
+            scan.cell = number
+            budget -= len(source)
+            if budget < 0:
+                scan.flag(f"too much code to scan (more than {MAX_SCANNED:,} characters)")
+                break
+            scan.paths, scan.checked = {}, set()  # per cell: the nodes of one tree, the paths flagged in it
+            scan.scan_source(source)
+    finally:
+        if collecting:
+            gc.enable()
     flags = []
     for name, cells in scan.found.items():
         if name == CHANGES_COURSE:
             targets = sorted(scan.changed)
             name += ": " + ", ".join(targets[:4]) + (f" and {len(targets) - 4} more" if len(targets) > 4 else "")
         flags.append(f"{name} ({_cells(cells)})")
-    return flags, unparsed
+    return flags
 
 
 def _cells(numbers):

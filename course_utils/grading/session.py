@@ -29,7 +29,7 @@ from pathlib import Path
 from course_utils.checkers import chapter_definition
 from course_utils.checkers.core import HINT_REQUEST
 from course_utils.checkers.plain import MAX_TEXT, PlainDataError, TooLarge, loads
-from course_utils.grading.scan import DYNAMIC, scan_cells
+from course_utils.grading.scan import scan_cells
 from course_utils.tools.notebook_runner import cell_error, read_small_file
 
 JUDGE_MEMORY = 512 << 20  # bytes of memory the driver may take on to read and judge one export
@@ -151,8 +151,7 @@ def grade_cells(session, payload, report):
     items = {item.name: item for item in definition.bind(payload["mode"])}
     session.on_input = lambda prompt: serve_hint(prompt, items, log)
     code = [(index + 1, cell["source"]) for index, cell in enumerate(payload["cells"]) if cell["cell_type"] == "code"]
-    flags, unparsed = scan_cells(code, payload.get("stamp"))
-    log({"flags": flags})
+    log({"flags": scan_cells(code, payload.get("stamp"))})
     exports = Path(payload["exports"])
     best = {}
 
@@ -176,20 +175,14 @@ def grade_cells(session, payload, report):
     by_cell = {}
     for item in payload["checks"]:
         by_cell.setdefault(item["cell"], []).append(item)
-    ran_cleanly = set()
     for index, cell in enumerate(payload["cells"]):
         if cell["cell_type"] != "code":
             continue
         error = cell_error(session.execute(cell["source"]))
         if error:
             report["cell_errors"][cell.get("id") or f"#{index}"] = f"{error[0]}: {error[1]}"[:300]
-        if not error or error[0] not in ("SyntaxError", "IndentationError", "TabError"):
-            ran_cleanly.add(index + 1)
         for item in by_cell.get(cell.get("id"), []):
             check(item["exercise"], "after")
-    unread = [number for number in unparsed if number in ran_cleanly]
-    if unread:  # IPython ran code that the scan could not parse
-        log({"flags": [f"{DYNAMIC} (cell{'s' if len(unread) > 1 else ''} {', '.join(map(str, unread))})"]})
     for item in payload["checks"]:
         if best.get(item["exercise"], -1) < item["max_points"]:
             check(item["exercise"], "end")
