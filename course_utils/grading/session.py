@@ -164,6 +164,8 @@ def grade_cells(session, payload, report):
         if loading is not None:
             loading.join()  # so that the judging's memory budget counts the judging only
         record = {"exercise": exercise, "at": at, **judge_file(items[exercise], exports / name, seed)}
+        with contextlib.suppress(OSError):
+            os.unlink(exports / name)  # judged: it no longer takes the sandbox's space
         if not record["read"] and _full(exports, payload.get("disk_limit")):
             record["status"] = "disk full"  # the kernel could not write (all of) its answers
         elif record["status"] == "no answers" and not error:
