@@ -1,5 +1,6 @@
 """The grader's parts on their own: the hand-out package, export and judging, reading a submission, the summary."""
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -130,3 +131,58 @@ def test_the_handout_package_is_never_copied_over_an_existing_one(tmp_path):
     handout_package(ROOT / "course_utils", tmp_path)
     with pytest.raises(FileExistsError):
         handout_package(ROOT / "course_utils", tmp_path)
+
+
+def test_the_handout_package_has_no_hint_texts_but_keeps_their_number(tmp_path):
+    from course_utils.checkers import registry
+    from course_utils.grading.handout import HIDDEN_HINT
+
+    copy = handout_package(ROOT / "course_utils", tmp_path)
+    text = "\n".join(path.read_text() for path in copy.rglob("*.py"))
+    hints = [(chapter, item) for chapter in registry() for item in exercises(chapter)]
+    for chapter, item in hints:
+        for hint in type(item).hints:
+            assert hint[:50] not in text, (chapter, item.name, hint)
+    code = ("from course_utils.checkers import exercises, registry\n"
+            "print(sorted({h for n in registry() for e in exercises(n) for h in type(e).hints}), "
+            "[len(e.hints) for n in registry() for e in exercises(n)])")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)), timeout=120)
+    assert done.stdout.strip() == f"{[HIDDEN_HINT]!r} {[len(item.hints) for _, item in hints]!r}", done.stderr[-2000:]
+
+
+def test_the_driver_serves_a_hint_only_for_a_request_it_logs():
+    from course_utils.grading.session import serve_hint
+
+    items, logged = {item.name: item for item in exercises(3)}, []
+    assert serve_hint("course-hint 3.q1 2", items, logged.append) == type(items["q1"]).hints[1]
+    for prompt in ("course-hint 3.q1 9", "course-hint 4.q1 1", "course-hint 3.q9 1", "your name?", "x" * 10 ** 6):
+        assert serve_hint(prompt, items, logged.append) == ""
+    assert logged == [{"hint": "q1", "level": 2}]
+
+
+def test_judging_has_a_memory_budget(tmp_path, monkeypatch):
+    import numpy as np
+
+    from course_utils.checkers.plain import dumps
+    from course_utils.grading import session
+
+    (tmp_path / "big.json").write_text(dumps({"state": "answered", "data": [np.ones(12 << 17)]}))  # 12 MiB
+    assert judge_file(exercises(3).q4, tmp_path / "big.json", 5)["status"] == "incorrect"  # judged: not 6 booleans
+    monkeypatch.setattr(session, "JUDGE_MEMORY", 8 << 20)
+    record = judge_file(exercises(3).q4, tmp_path / "big.json", 5)
+    assert record["status"] == "too large" and record["extra"] == "reading and judging them took more than 8 MiB"
+    big = bytearray(64 << 20)  # the budget ended with the judging
+    assert len(big) == 64 << 20
+
+
+def test_notebooks_are_read_without_nbformat_and_a_repeated_cell_id_names_its_first_cell_only():
+    from course_utils.grading.submission import parse_notebook
+
+    cell = {"cell_type": "code", "source": ["x = ", "1"], "metadata": {}, "outputs": [], "id": "ch3-q1"}
+    nb = parse_notebook(json.dumps({"nbformat": 4, "metadata": {"course": {"chapter": 3}}, "cells": [cell, cell]}))
+    assert [c["id"] for c in nb["cells"]] == ["ch3-q1", None] and nb["cells"][0]["source"] == "x = 1"
+    for text, why in (('{"nbformat": 3, "cells": []}', "nbformat 3"), ('{"nbformat": 4, "cells": [1]}', "cell 1"),
+                      ('{"nbformat": 4, "cells": [{"cell_type": "code", "source": 5}]}', "source")):
+        with pytest.raises(NotANotebook, match=why):
+            parse_notebook(text)
