@@ -88,7 +88,8 @@ class _Table:
 def grade_folder(folder, recursive=False, jobs=None, echo=print, output=None, settings=None, **options):
     """Grade every notebook in ``folder`` and write the table to ``output`` (default ``folder/grades.csv``).
 
-    Every notebook is read once before any runs. The table (and its SHA-256, in ``output.sha256``)
+    Every notebook is read once before any runs (and kept in the grader's temporary folder, not in its
+    memory, until its turn). The table (and its SHA-256, in ``output.sha256``)
     is rewritten as each submission's results arrive. A submission the grader itself fails on gets a
     "not graded" row; the run goes on. Every line of progress is one line per submission, whatever
     its file name or errors hold (:func:`~course_utils.grading.report.printable`).
@@ -119,14 +120,18 @@ def grade_folder(folder, recursive=False, jobs=None, echo=print, output=None, se
     jobs = jobs or os.cpu_count() or 1
     notebooks = find_notebooks(folder, recursive)
     names = {path: path.relative_to(folder).as_posix() for path in notebooks}
-    contents = {}
-    for path in notebooks:  # read once, before any notebook runs
-        try:
-            contents[path] = read_submission(path)
-        except NotANotebook as err:
-            contents[path] = err
     scratch = tempfile.TemporaryDirectory(prefix="course-handout-", ignore_cleanup_errors=True)
     handout = make_handout(scratch.name)
+    contents = {}
+    for number, path in enumerate(notebooks):  # read once, before any notebook runs; kept on disk, not in memory
+        try:
+            data = read_submission(path)
+        except NotANotebook as err:
+            contents[path] = err
+            continue
+        contents[path] = Path(scratch.name) / f"submission-{number}.ipynb"
+        with os.fdopen(os.open(contents[path], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(data)
     table = _Table(Path(output) if output else folder / CSV_NAME, [names[p] for p in notebooks])
     echo(f"Grading {len(notebooks)} notebook(s) in {printable(str(folder))} (time limit {settings.timeout:g} s each, "
          f"{jobs} at a time, sandbox: {mode}, feedback: {settings.feedback}).")
@@ -136,7 +141,8 @@ def grade_folder(folder, recursive=False, jobs=None, echo=print, output=None, se
     def grade_one(path):
         submission = names[path]
         try:
-            rows, note = grade_notebook(path, submission, settings, handout, contents[path])
+            data = contents[path] if isinstance(contents[path], NotANotebook) else contents[path].read_bytes()
+            rows, note = grade_notebook(path, submission, settings, handout, data)
         except Exception as err:  # a bug of the grader's, or a submission it did not foresee: the run goes on
             echo(f"  the grader failed on {printable(submission)}: "
                  + printable("".join(traceback.format_exception(err)).rstrip()))

@@ -8,9 +8,10 @@ kernel runs the exercise's ``collect`` (``export.py``) on a seed the driver draw
 the result as plain data to a file of a name the driver also draws now. The driver reads that file
 once, refusing text over the caps of :mod:`course_utils.checkers.plain` unparsed, and judges it
 here, in this process, which never runs the student's code (``Exercise.judge_read``), with at most
-:data:`JUDGE_MEMORY` more memory. At the end it asks again for every exercise that did not get full
-marks (its answer may be defined in a later cell). A hint's text is served to the kernel only by
-:func:`serve_hint`, which records the request.
+:data:`JUDGE_MEMORY` more memory (:data:`LOADING_MEMORY` more again while the driver's own
+TensorFlow, imported beside the notebook's first cells, is still loading). At the end it asks again
+for every exercise that did not get full marks (its answer may be defined in a later cell). A
+hint's text is served to the kernel only by :func:`serve_hint`, which records the request.
 
 Everything the driver learns is appended to the grader's results file as it happens (one JSON
 line per event: the scan's flags, each judged check, each hint served), so a notebook that later
@@ -33,6 +34,7 @@ from course_utils.grading.scan import scan_cells
 from course_utils.tools.notebook_runner import cell_error, read_small_file
 
 JUDGE_MEMORY = 512 << 20  # bytes of memory the driver may take on to read and judge one export
+LOADING_MEMORY = 512 << 20  # and more while its TensorFlow is still being imported (that takes about 250 MiB)
 HINT_ASKED = re.compile(rf"{HINT_REQUEST} (\d+)\.(q\d+) (\d+)")
 FULL = 1 << 20  # a sandbox's writable space with less free than this is full
 
@@ -71,22 +73,24 @@ def memory_budget(nbytes):
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
-def judge_file(item, path, seed):
+def judge_file(item, path, seed, memory=None):
     """The record of one check: the export at ``path`` (written by the kernel) judged by ``item``.
 
     The text is parsed once (:func:`course_utils.checkers.plain.loads`, which refuses text over its
-    caps unparsed), and read and judged with at most :data:`JUDGE_MEMORY` more memory.
+    caps unparsed), and read and judged with at most ``memory`` (default :data:`JUDGE_MEMORY`) bytes
+    more memory.
 
     Returns a dict with ``points``, ``max_points``, ``status`` (an exercise status, ``"missing"``
     with the names in ``extra``, ``"no answers"`` when the kernel wrote nothing, or ``"too large"``
     with the reason in ``extra``), ``feedback`` and ``read`` (whether the text was plain data).
     """
     record = {"points": 0, "max_points": item.max_points, "feedback": "", "extra": "", "read": False}
+    memory = memory or JUDGE_MEMORY
     data = read_small_file(path, limit=MAX_TEXT + 1)
     if data is None:
         return {**record, "status": "no answers"}
     try:
-        with memory_budget(JUDGE_MEMORY):
+        with memory_budget(memory):
             try:
                 export = loads(data.decode("utf-8", errors="replace"))
             except TooLarge as err:
@@ -101,8 +105,7 @@ def judge_file(item, path, seed):
                 return {**record, "status": "missing", "extra": ", ".join(map(str, names))[:200]}
             result = item.judge_read(export, seed)
     except MemoryError:
-        return {**record, "status": "too large", "extra": f"reading and judging them took more than "
-                                                          f"{JUDGE_MEMORY >> 20} MiB"}
+        return {**record, "status": "too large", "extra": f"reading and judging them took more than {memory >> 20} MiB"}
     except (Exception, SystemExit) as err:  # judge_read catches what an answer can cause; this is a last guard
         return {**record, "status": "incorrect", "feedback": f"The grader could not judge these answers ({err!r:.200})."}
     return {**record, "points": result.points, "status": result.status, "feedback": result.message}
@@ -161,9 +164,8 @@ def grade_cells(session, payload, report):
         error = cell_error(ran)
         if error:
             report["check_errors"][exercise] = f"{error[0]}: {error[1]}"[:300]
-        if loading is not None:
-            loading.join()  # so that the judging's memory budget counts the judging only
-        record = {"exercise": exercise, "at": at, **judge_file(items[exercise], exports / name, seed)}
+        memory = JUDGE_MEMORY + (LOADING_MEMORY if loading is not None and loading.is_alive() else 0)
+        record = {"exercise": exercise, "at": at, **judge_file(items[exercise], exports / name, seed, memory)}
         with contextlib.suppress(OSError):
             os.unlink(exports / name)  # judged: it no longer takes the sandbox's space
         if not record["read"] and _full(exports, payload.get("disk_limit")):
