@@ -1,8 +1,8 @@
 """What a handed-in notebook's code reaches for, read from its syntax tree (never run): the grader's flags.
 
 :func:`scan_cells` parses each code cell with :mod:`ast` and visits each node of the tree once, so
-its time grows with the length of the code, whatever the code is (a cell it cannot parse, or code
-beyond :data:`MAX_SCANNED` characters, is reported instead). It follows names through the
+its time grows with the length of the code, whatever the code is (code beyond :data:`MAX_SCANNED`
+characters is reported instead of read). It follows names through the
 notebook's cells in order: ``import ... as``, ``from ... import`` (also ``*``), ``x = module.attr``,
 ``getattr`` with a constant name, ``vars(x)``, ``sys.modules[...]``, ``importlib.import_module``,
 ``__import__``, ``for x in ...`` and constant strings put together with ``+``; ``exec`` of a constant
@@ -28,6 +28,7 @@ __all__ = ["CHANGES_COURSE", "DYNAMIC", "IPYTHON", "MAX_SCANNED", "scan_cells"]
 
 MAX_SCANNED = 64 << 10  # characters of code scanned per notebook (a solution notebook has 4,000-12,000)
 MAX_LOOKUPS = 50  # modules of a notebook looked up (is it installed?); any more are taken as not installed
+MAX_NESTING = 8   # exec("exec('...')"): constant code read this many levels deep (and flagged dynamic anyway)
 COURSE = "course_utils"
 PACKAGE = Path(__file__).resolve().parents[1]  # the course_utils whose modules a star import names
 CHANGES_COURSE = "changes course_utils"
@@ -145,7 +146,7 @@ class _Scan:
     def __init__(self):
         self.aliases = {name: f"@{name}" for name in BUILTINS}
         self.found, self.changed, self.functions, self.lookups = {}, {}, set(), {}
-        self.cell, self.paths, self.plain_uses, self.checked = 0, {}, set(), set()
+        self.cell, self.paths, self.plain_uses, self.checked, self.nesting = 0, {}, set(), set(), 0
 
     def flag(self, name):
         self.found.setdefault(name, set()).add(self.cell)
@@ -296,9 +297,11 @@ class _Scan:
             self.flag(DYNAMIC) if module is None else self.module_used(module)
         if callee in ("@exec", "@eval", "@compile") and args:
             code = _constant(args[0])
-            if code is not None:  # constant code is code the scan can read too
+            if code is not None and self.nesting < MAX_NESTING:  # constant code is code the scan can read too
                 saved, self.paths = self.paths, {}
+                self.nesting += 1
                 self.scan_source(code, nested=True)
+                self.nesting -= 1
                 self.paths = saved
         own = isinstance(func, ast.Lambda) or (isinstance(func, ast.Name) and func.id in self.functions)
         if own and any(_is_course(self.path(arg)) for arg in [*args, *(k.value for k in node.keywords)]):
@@ -315,15 +318,14 @@ class _Scan:
 
     # -- one cell ---------------------------------------------------------------------------------
     def scan_source(self, source, nested=False):
-        """Scan the code ``source``. A cell that is not Python but has IPython's escapes (magics, shell, help,
-        prompts) is flagged, and read with those lines left out; one that is still not Python is flagged unread.
-        One without them is a syntax error, for IPython too: the kernel raises on it, and it is not read."""
+        """Scan the code ``source`` as IPython runs it: a cell with IPython's escapes (magics, shell, help,
+        prompts) is flagged and read with those lines left out, and a cell's common indentation is taken off.
+        What is still not Python is a syntax error, for IPython too: the kernel raises on it; it is not read."""
         tree = _parse(source)
         if tree is None and not nested:
             blanked = ESCAPED_LINE.sub(lambda m: m.group(1) + "pass", PROMPT.sub("", source))
-            if blanked == source and not source[:1].isspace():
-                return  # a syntax error: IPython reads the same code
-            self.flag(IPYTHON)
+            if blanked != source:
+                self.flag(IPYTHON)
             tree = _parse(textwrap.dedent(blanked))
         if tree is not None:
             self.walk(tree)
@@ -433,8 +435,9 @@ def _item(path):
 
 
 def _parse(source):
+    """The syntax tree of ``source`` (top-level ``await`` allowed, as in IPython), or None."""
     try:
-        return ast.parse(source)
+        return compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
 

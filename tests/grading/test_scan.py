@@ -220,3 +220,16 @@ def test_hostile_answer_data_is_refused_unparsed_in_under_a_second(text):
 def test_hint_lines_in_50_mb_of_output_are_read_in_under_a_second():
     texts = ["Hint 1" * 4_000_000, "Hint 2/3 (3.q1)" + "9" * (20 << 20)]
     assert cpu_seconds(hint_levels, texts, 3) < 1.0 and hint_levels(texts, 3) == {"q1": 2}
+
+
+def test_code_only_ipython_runs_is_read_too():
+    assert "gc. (cell 1)" in scan_cells([(1, "import asyncio\nawait asyncio.sleep(0)\nimport gc")])  # autoawait
+    assert scan_cells([(1, "    import gc\n    gc.collect()")]) == ["gc. (cell 1)"]  # IPython takes the indent off
+    assert scan_cells([(1, "\ndef broken(:\n    pass")]) == []  # a syntax error, for IPython too: not flagged
+    nested = "import gc"
+    for _ in range(3):
+        nested = f"exec({nested!r})"
+    assert scan_cells([(1, nested)]) == [f"{DYNAMIC} (cell 1)", "gc. (cell 1)"]  # constant code is read
+    for _ in range(6):
+        nested = f"exec({nested!r})"
+    assert len(nested) < 5000 and scan_cells([(1, nested)]) == [f"{DYNAMIC} (cell 1)"]  # eight levels deep at most: the rest is dynamic
