@@ -372,6 +372,7 @@ def test_the_box_shows_the_package_read_only_and_nothing_of_the_submissions(tmp_
     assert ("--ro-bind", str(PACKAGE)) not in pairs and ("--bind", str(box.folder)) not in pairs
     assert {("--bind", str(folder)) for folder in (box.work, box.exports, box.conn)} <= pairs
     assert {("--bind", str(box.tmp)), ("--bind", str(box.shm))} <= pairs and ("PYTHONPATH", str(copy.parent)) in pairs
+    assert ("--remount-ro", "/dev") in pairs  # bwrap's /dev is a file system of its own (and, run as a user, the sandbox's)
     assert str(tmp_path / "missing") not in args  # only folders that exist, and of the clone only the parts it needs:
     assert not {("--ro-bind", str(ROOT)), ("--bind", str(ROOT)), ("--bind", str(tmp_path))} & pairs
     assert box.folder.is_dir() and not list(box.folder.iterdir())  # the driver mounts its file system there
