@@ -162,15 +162,15 @@ def grade_cells(session, payload, report):
         seed, name = secrets.randbelow(2 ** 31), f"{exercise}-{at}-{secrets.token_hex(8)}.json"
         ran = session.execute(export_request(chapter, exercise, seed, exports / name))
         error = cell_error(ran)
-        if error:
-            report["check_errors"][exercise] = f"{error[0]}: {error[1]}"[:300]
         memory = JUDGE_MEMORY + (LOADING_MEMORY if loading is not None and loading.is_alive() else 0)
         record = {"exercise": exercise, "at": at, **judge_file(items[exercise], exports / name, seed, memory)}
         with contextlib.suppress(OSError):
             os.unlink(exports / name)  # judged: it no longer takes the sandbox's space
         if not record["read"] and _full(exports, payload.get("disk_limit")):
-            record["status"] = "disk full"  # the kernel could not write (all of) its answers
-        elif record["status"] == "no answers" and not error:
+            record["status"] = "disk full"  # the kernel could not write (all of) its answers: no interference
+        elif error:
+            report["check_errors"][exercise] = f"{error[0]}: {error[1]}"[:300]
+        elif record["status"] == "no answers":
             report["check_errors"][exercise] = "the kernel wrote no answers"
         record["driver_peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
         log(record)

@@ -170,6 +170,7 @@ def test_writing_past_the_disk_limit_costs_only_the_later_answers_and_nothing_re
     assert rows["q2"]["status"] == ("not checked: the sandbox's 0.25 GiB for files was full, so its answers could "
                                     "not be written")
     assert "filled its sandbox's 0.25 GiB for files: q2, q3, q4, q5" in rows["q1"]["flags"]
+    assert "interfered" not in rows["q1"]["flags"]
     line = next(line for line in progress_lines(run["out"]) if "fill_disk.ipynb" in line)
     written = int(re.search(r"wrote (\d+) MiB in all", line)[1])
     assert DISK / 2 ** 20 - 16 <= written <= DISK / 2 ** 20, line  # its folders, /tmp and /dev/shm: one limit
