@@ -211,6 +211,7 @@ def grade_notebook(path, submission, settings=None, handout=None, data=None, **o
     max_points = chapter_definition(number).max_points()
     checks = [{"exercise": name, "cell": cells["exercises"][name]["cell"], "max_points": points}
               for name, points in max_points.items()]
+    hints = saved_hint_levels(nb, number)  # what the student's own session printed (in the notebook's time)
     env = _kernel_env(cells["keras"], cells["dtensor"], sandboxed=mode == "bwrap")
     with tempfile.TemporaryDirectory(prefix="course-grade-", ignore_cleanup_errors=True) as scratch:
         handout = Path(handout) if handout else make_handout(scratch)
@@ -240,7 +241,6 @@ def grade_notebook(path, submission, settings=None, handout=None, data=None, **o
         flags.append("the notebook interfered with the grader's requests for its answers")
     if outcome.get("sandbox_gone") is False:
         flags.append("some of its processes were still running 10 s after they were killed")
-    hints = saved_hint_levels(nb, number)
     for name, level in served.items():
         hints[name] = max(level, hints.get(name, 0))
     cell_ids = {c["id"] for c in nb["cells"]}
