@@ -51,8 +51,12 @@ def find_notebooks(folder, recursive=False):
     are listed (each gets a "not graded" row); a symbolic link to a folder is never entered.
 
     Example:
-        >>> find_notebooks("submissions")
-        [PosixPath('submissions/alice_04.ipynb'), PosixPath('submissions/bob_04.ipynb')]
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> for name in ("bob_04.ipynb", "alice_04.ipynb", "notes.txt", ".ipynb_checkpoints/bob_04.ipynb"):
+        ...     (folder / name).parent.mkdir(exist_ok=True)
+        ...     _ = (folder / name).write_text("{}")
+        >>> [path.name for path in find_notebooks(folder, recursive=True)]
+        ['alice_04.ipynb', 'bob_04.ipynb']
     """
     folder = Path(folder)
     found = []
@@ -110,8 +114,8 @@ def grade_folder(folder, recursive=False, jobs=None, echo=print, output=None, se
     Raises:
         SandboxUnavailable: ``sandbox="bwrap"`` and the sandbox cannot start here (nothing is run).
 
-    Example:
-        >>> rows = grade_folder("submissions", timeout=120)   # writes submissions/grades.csv
+    Example (not run by the doctests: it grades a folder of submissions; tests/grading do):
+        >>> rows = grade_folder("submissions", timeout=120)   # writes submissions/grades.csv  # doctest: +SKIP
     """
     folder = Path(folder)
     settings = settings or Settings(**options)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.checkers.notebook_cells import CHAPTERS
+from course_utils.checkers.core import notebook_cells
 from course_utils.checkers.plain import PlainDataError, TooLarge, loads
 from course_utils.grading.scan import CHANGES_COURSE, DYNAMIC, IPYTHON, MAX_SCANNED, scan_cells
 from course_utils.grading.submission import MAX_NOTEBOOK_BYTES, NotANotebook, hint_levels, parse_notebook
@@ -119,11 +119,11 @@ def test_the_course_notebooks_are_not_flagged():
         nb = parse_notebook(path.read_bytes())
         chapter = nb["metadata"]["course"]["chapter"]
         code = [(n, c["source"]) for n, c in enumerate(nb["cells"], start=1) if c["cell_type"] == "code"]
-        assert scan_cells(code, CHAPTERS[chapter]["setup"]) == [], path.name
+        assert scan_cells(code, notebook_cells()[chapter]["setup"]) == [], path.name
 
 
 def test_an_edited_setup_cell_is_read():
-    stamp = CHAPTERS[3]["setup"]
+    stamp = notebook_cells()[3]["setup"]
     assert scan_cells([(2, stamp)], stamp) == []
     hidden = stamp + "\nimport gc; gc.get_objects()  # git+https://github.com/owner/name@main"
     flags = scan_cells([(2, hidden)], stamp)
