@@ -127,8 +127,10 @@ class Hints(Sequence):
     exactly as ``ex.q1.hint(level)`` (``ex.q1.hints[-1]`` is the last level). ``len`` is free.
 
     Example:
-        >>> ex.q1.hints[0] == ex.q1.hints[-len(ex.q1.hints)]   # both read level 1
-        True
+        >>> from course_utils.checkers import exercises
+        >>> ex = exercises(3)
+        >>> ex.q1.hints[0] == ex.q1.hints[-len(ex.q1.hints)], ex.q1.hints_seen   # both read level 1
+        (True, 1)
     """
 
     def __init__(self, exercise):
