@@ -3,8 +3,9 @@ output, dodge its flags or its hint cost, or choose its feedback.
 
 One run of the command line (``main``, in this process, its output captured as a terminal shows it)
 grades a folder of chapter-3 submissions that each try one of these, an honest one, and the
-chapter-5 solution notebook with the exercise-5.6 forgery's replacement of the measuring functions,
-in sandboxes (two at a time, a hint costing 1 point per level, 256 MiB of writable space per sandbox).
+chapter-5 solution notebook with the exercise-5.6 forgery's replacement of the measuring functions and
+code hidden after its set-up cell's stamp, in sandboxes (two at a time, a hint costing 1 point per
+level, 256 MiB of writable space per sandbox).
 """
 import contextlib
 import io
@@ -47,6 +48,7 @@ for folder in (os.getcwd(), "/tmp", "/dev/shm"):
         last = err
 raise RuntimeError(f"wrote {written >> 20} MiB in all, then: {last}")
 """
+HIDDEN_IN_SETUP = "\nimport gc; gc.get_objects()  # git+https://github.com/owner/name@main"  # the old scan skipped it
 FORGERY_5_6 = """import course_utils, course_utils.memory, course_utils.profiling
 from course_utils.checkers import ch5_cases
 real_bytes, real_runs, real_layout = course_utils.memory.bytes_per_device, course_utils.profiling.collectives_run_by, ch5_cases.layout_of
@@ -98,6 +100,8 @@ def run(tmp_path_factory):
     forgery = nbformat.read(ROOT / "solutions" / "05_dtensor_with_keras.ipynb", as_version=4)
     index = next(i for i, c in enumerate(forgery.cells) if "from course_utils.checkers import exercises" in c.source)
     forgery.cells.insert(index + 1, nbformat.v4.new_code_cell(FORGERY_5_6))
+    setup = next(c for c in forgery.cells if c.get("id") == "setup")
+    setup.source += HIDDEN_IN_SETUP
     nbformat.write(forgery, folder / "forgery_5_6.ipynb")
 
     seen = {"box_bytes": 0}
@@ -227,3 +231,11 @@ def test_the_5_6_forgery_is_flagged_whatever_its_spelling(run):
     assert "changes course_utils: checkers.ch5_cases.layout_of, memory.bytes_per_device, " \
            "profiling.collectives_run_by" in flags, flags
     assert all(r["status"] == "correct" for r in rows.values())  # the fakes passed the real measurements on
+
+
+@needs_bwrap
+def test_code_hidden_in_the_setup_cell_is_scanned(run):
+    forgery = nbformat.read(run["folder"] / "forgery_5_6.ipynb", as_version=4)
+    cell = 1 + next(i for i, c in enumerate(forgery.cells) if c.get("id") == "setup")
+    flags = run["table"]["forgery_5_6.ipynb"]["q1"]["flags"]
+    assert f"gc. (cell {cell})" in flags and f"sys.modules (cell {cell})" in flags, flags
