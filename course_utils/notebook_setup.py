@@ -5,7 +5,7 @@ that trains with DTensor. The build writes these variables into the set-up cell 
 and the grader starts each kernel with them, so that a student's edited set-up cell cannot change
 which Keras the checkers see.
 """
-__all__ = ["DTENSOR_TRAINING", "KERAS_MODES", "is_stamped_setup", "setup_environment", "setup_lines", "setup_source"]
+__all__ = ["DTENSOR_TRAINING", "KERAS_MODES", "setup_environment", "setup_lines", "setup_source"]
 
 KERAS_MODES = {
     "keras3": {},
@@ -76,18 +76,3 @@ def setup_source(keras, config, dtensor=False):
         f'                    "course_utils @ git+https://github.com/{config["repository"]}@{config["branch"]}"], check=True)',
     ]
     return "\n".join(lines)
-
-
-def is_stamped_setup(source):
-    """Whether ``source`` is a set-up cell as the build stamps it (for any repository).
-
-    Example:
-        >>> is_stamped_setup(setup_source("tf_keras", {"repository": "a/b", "branch": "main"}))
-        True
-    """
-    def without_url(text):
-        return [line for line in text.splitlines() if "git+https://" not in line]
-
-    example = {"repository": "owner/name", "branch": "main"}
-    return any(without_url(source) == without_url(setup_source(keras, example, dtensor))
-               for keras in KERAS_MODES for dtensor in (False, True))

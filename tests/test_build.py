@@ -1,4 +1,5 @@
 """Every notebook opens with the Colab badge and set-up cell made from the one configured repository."""
+import copy
 from pathlib import Path
 
 import nbformat
@@ -58,8 +59,11 @@ def test_exercise_cells_are_read_from_the_solution_notebook():
     nb.cells = [nbformat.v4.new_code_cell("a = 1\n# BEGIN SOLUTION  # PLACEHOLDER: b = None\nb = a + 1\n# END SOLUTION\n"
                                           "ex.q1.check(b)")]
     nb.cells[0].id = "c07"
-    assert build.exercise_cells(nb) == {"keras": "keras3", "dtensor": False, "exercises": {
+    assert build.exercise_cells(nb) == {"keras": "keras3", "dtensor": False, "setup": "", "exercises": {
         "q1": {"cell": "c07", "call": "ex.q1.check(b)", "solution": "a = 1\nb = a + 1"}}}
+    stamped = build.stamp(copy.deepcopy(nb), "solutions/09_x.ipynb", {"repository": "a/b", "branch": "main"})
+    setup = stamped.cells[1]
+    assert build.exercise_cells(stamped)["setup"] == setup.source and setup.id == build.SETUP_ID  # the grader's stamp
     nb.cells.append(nbformat.v4.new_code_cell("ex.q1.check(b)"))
     with pytest.raises(ValueError, match="q1 is checked in cells c07 and"):
         build.exercise_cells(nb)

@@ -4,7 +4,7 @@ import pytest
 from course_utils.tools.checkout import NotACheckoutError, checkout_root, course_config
 from course_utils.data import downloads_allowed
 from course_utils.meshes import mesh_text
-from course_utils.notebook_setup import is_stamped_setup, setup_environment, setup_lines, setup_source
+from course_utils.notebook_setup import setup_environment, setup_lines, setup_source
 
 CONFIG = {"repository": "owner/name", "branch": "main"}
 
@@ -23,14 +23,12 @@ def test_setup_cells():
     assert setup_lines("keras3") == [] and "TF_USE_LEGACY_KERAS" in setup_lines("tf_keras")[0]
     with pytest.raises(ValueError, match="must be one of"):
         setup_lines("keras2")
-    stamped = setup_source("tf_keras", CONFIG)
-    assert is_stamped_setup(stamped) and is_stamped_setup(stamped.replace("owner/name", "other/repo"))
-    assert not is_stamped_setup(stamped + "\nimport gc")
+    assert "owner/name@main" in setup_source("tf_keras", CONFIG)  # the grader compares the cell with the build's
 
 
 def test_setup_cell_of_a_dtensor_training_chapter_switches_the_combining_off():
     source = setup_source("tf_keras", CONFIG, dtensor=True)
-    assert 'os.environ["DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION"] = "0"' in source and is_stamped_setup(source)
+    assert 'os.environ["DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION"] = "0"' in source
     assert source.index("COMBINE_ALL_REDUCES") < source.index("google.colab")  # on Colab too, before any import
     assert "COMBINE_ALL_REDUCES" not in setup_source("tf_keras", CONFIG)
     assert setup_environment("keras3-jax", dtensor=True) == {

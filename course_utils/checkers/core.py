@@ -13,6 +13,7 @@ imports its own modules.
 import functools
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -20,15 +21,17 @@ from .answers import is_placeholder, short_error
 from .plain import PlainDataError, dumps, loads
 from .reach import tools_in_reach
 
-__all__ = ["CORRECT", "INCORRECT", "PARTIAL", "UNANSWERED", "ChapterExercises", "Exercise", "Feedback",
+__all__ = ["CORRECT", "INCORRECT", "PARTIAL", "UNANSWERED", "ChapterExercises", "Exercise", "Feedback", "Hints",
            "Result", "chapter"]
 
 CORRECT, PARTIAL, INCORRECT, UNANSWERED = "correct", "partial", "incorrect", "unanswered"
 SELF_STUDY, GRADED = "self-study", "graded"
 OK_MARK, NO_MARK = "✓", "✗"
 # Set by the grader in the kernels it runs: the grader checks every exercise itself, so a
-# notebook's own check calls only print a note (which also halves the grading time).
+# notebook's own check calls only print a note (which also halves the grading time), and a hint's
+# text comes from the grader, which records the request (the kernel's package has no hint texts).
 GRADER_RUN_ENV = "COURSE_GRADING"
+HINT_REQUEST = "course-hint"  # what a graded kernel asks the grader for a hint with: "course-hint 3.q1 2"
 CELLS_FILE = "notebook_cells.json"  # beside this module; written by `python3 course.py build`
 
 
@@ -120,6 +123,34 @@ def _signature_of(call):
     return [part.strip() for part in inside.split(",") if part.strip()]
 
 
+class Hints(Sequence):
+    """An exercise's hints as a notebook reads them (``ex.q1.hints``): every text read is a hint used,
+    exactly as ``ex.q1.hint(level)`` (``ex.q1.hints[-1]`` is the last level). ``len`` is free.
+
+    Example:
+        >>> from course_utils.checkers import exercises
+        >>> ex = exercises(3)
+        >>> ex.q1.hints[0] == ex.q1.hints[-len(ex.q1.hints)], ex.q1.hints_seen   # both read level 1
+        (True, 1)
+    """
+
+    def __init__(self, exercise):
+        self._exercise = exercise
+
+    def __len__(self):
+        return len(type(self._exercise).hints)
+
+    def __getitem__(self, index):
+        levels = range(1, len(self) + 1)
+        if isinstance(index, slice):
+            return tuple(self._exercise.hint_text(level) for level in levels[index])
+        return self._exercise.hint_text(levels[index])
+
+    def __repr__(self):
+        name = self._exercise.name
+        return f"<{len(self)} hints of {self._exercise.chapter}.{name}: ex.{name}.hint(1) prints the first>"
+
+
 class _CollectFailed(Exception):
     """The learner's side of a check could not collect the answers (its message says why)."""
 
@@ -134,7 +165,8 @@ class Exercise:
     second in its own process. ``grade(self, *answers)`` receives the answers, read back, in the
     order of the check call and returns a :class:`Feedback`; it may raise, which the checker turns
     into a hint. ``hints`` is a tuple
-    of hints, the first a nudge and each later one more explicit. ``none_is_answer`` makes
+    of hints written out in the class body, the first a nudge and each later one more explicit (an
+    instance reads them through :class:`Hints`, which counts each read). ``none_is_answer`` makes
     ``None`` an answer (only ``...`` is then a placeholder); ``unanswered`` decides, per answer,
     whether it is still the placeholder, and may be overridden.
 
@@ -167,6 +199,7 @@ class Exercise:
         self._solution = cells["solution"]
         self.max_points = self.points
         self.last_result = None
+        self.hints = Hints(self)  # the class's texts, each read counted (``hints_seen``)
         self.hints_seen = 0
         self.wrong_checks = 0  # checks of this kernel that scored less than full points
 
@@ -221,14 +254,23 @@ class Exercise:
         return self.judge_export(self.export(*args, seed=self.seed, **kwargs), self.seed, first_try)
 
     def judge_export(self, text, seed=0, first_try=False):
-        """The :class:`Result` of an export (the text :meth:`export` wrote with the same ``seed``).
-
-        This is all the grader runs, in its own process: the text is read as plain data and judged.
-        """
+        """The :class:`Result` of an export (the text :meth:`export` wrote with the same ``seed``): the
+        text read as plain data, then :meth:`judge_read`."""
         try:
             export = loads(text)
+        except PlainDataError:
+            export = None
+        return self.judge_read(export, seed, first_try)
+
+    def judge_read(self, export, seed=0, first_try=False):
+        """The :class:`Result` of an export already read back (what :func:`.plain.loads` returned for the text
+        :meth:`export` wrote with the same ``seed``; None when it could not be read).
+
+        This is all the grader runs, in its own process.
+        """
+        try:
             state = export["state"]
-        except (PlainDataError, KeyError, TypeError):
+        except (KeyError, TypeError):
             return Result(0, self.max_points, INCORRECT, "The grader could not read the answers the notebook gave.")
         if state == UNANSWERED:
             return Result(0, self.max_points, UNANSWERED,
@@ -293,9 +335,20 @@ class Exercise:
             print(f"There is no hint for {self.chapter}.{self.name}.")
             return
         level = max(1, min(int(level), len(self.hints)))
-        self.hints_seen = max(self.hints_seen, level)
         more = f" More: ex.{self.name}.hint({level + 1})." if level < len(self.hints) else ""
-        print(f"Hint {level}/{len(self.hints)} ({self.chapter}.{self.name}): {self.hints[level - 1]}{more}")
+        print(f"Hint {level}/{len(self.hints)} ({self.chapter}.{self.name}): {self.hint_text(level)}{more}")
+
+    def hint_text(self, level):
+        """The text of hint ``level`` (from 1), counted as used. In a kernel the grader runs, the text comes
+        from the grader, which records the request: the package the kernel imports has no hint texts."""
+        self.hints_seen = max(self.hints_seen, level)
+        text = type(self).hints[level - 1]
+        if os.environ.get(GRADER_RUN_ENV):
+            try:
+                return input(f"{HINT_REQUEST} {self.chapter}.{self.name} {level}")
+            except Exception:  # a kernel without the grader's stdin: the package's own (hidden) text
+                pass
+        return text
 
     def solution(self):
         """Print the solution (not available in graded hand-outs)."""

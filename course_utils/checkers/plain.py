@@ -28,20 +28,28 @@ import importlib
 import json
 import sys
 
-__all__ = ["Opaque", "PlainDataError", "dumps", "from_plain", "loads", "to_plain"]
+__all__ = ["MAX_TEXT", "MAX_VALUES", "Opaque", "PlainDataError", "TooLarge", "dumps", "from_plain", "json_values_at_most",
+           "loads", "loads_json", "to_plain"]
 
 TAG = "__plain__"
-MAX_DEPTH = 32
-MAX_ITEMS = 200_000
-MAX_BYTES = 64 << 20
+MAX_DEPTH = 32              # nesting of the values written (lists in lists ...); read back, a little more
+MAX_ITEMS = 200_000         # values written by one to_plain
+MAX_BYTES = 16 << 20        # bytes of arrays, tensors and bytes written by one to_plain
+MAX_TEXT = 3 * MAX_BYTES    # characters of plain-data text read (base64 and JSON around MAX_BYTES)
+MAX_VALUES = 8 * MAX_ITEMS  # JSON values in plain-data text read (each item is at most a few)
 LIBRARIES = ("builtins", "numpy", "tensorflow", "tf_keras", "keras", "jax")  # classes read back as themselves
 SCALARS = (type(None), bool, int, float, str)
 ENUM_MODULES = ("signal", "enum")  # enumerations read back (signal.SIGTERM)
 RECORD_MODULES = ("course_utils.profiling",)  # course_utils' dataclasses read back (CollectiveRun)
+_TOO_LARGE = {TAG: "object", "type": "too large", "module": "", "callable": False, "class": False}  # over a budget
 
 
 class PlainDataError(ValueError):
     """Text that is not plain data of this module (too deep, too big, or an unknown kind)."""
+
+
+class TooLarge(PlainDataError):
+    """Text that holds more than the reader takes (characters or values): it was not parsed."""
 
 
 class Opaque:
@@ -106,13 +114,17 @@ def _array(value):
             "data": base64.b64encode(array.tobytes()).decode()}
 
 
-def _tensor(value):
+def _tensor(value, budget):
+    """A tensor's record (a DTensor's: its layout and one block per device), or the too-large record."""
     from tensorflow.experimental import dtensor
 
     if dtensor.is_dtensor(value):
-        return {TAG: "dtensor", "layout": dtensor.fetch_layout(value).to_string(),
-                "blocks": [_array(block.numpy()) for block in dtensor.unpack(value)]}
-    return {TAG: "tensor", "value": _array(value.numpy())}
+        blocks = [block.numpy() for block in dtensor.unpack(value)]
+        if _spend(budget, sum(block.nbytes for block in blocks)):
+            return _TOO_LARGE
+        return {TAG: "dtensor", "layout": dtensor.fetch_layout(value).to_string(), "blocks": list(map(_array, blocks))}
+    array = value.numpy()
+    return _TOO_LARGE if _spend(budget, array.nbytes) else {TAG: "tensor", "value": _array(array)}
 
 
 def to_plain(value):
@@ -132,7 +144,7 @@ def to_plain(value):
 def _to_plain(value, depth, budget, tf_kinds):
     budget["items"] -= 1
     if depth > MAX_DEPTH or budget["items"] < 0 or budget["bytes"] < 0:
-        return {TAG: "object", "type": "too large", "module": "", "callable": False, "class": False}
+        return _TOO_LARGE
     kind = type(value)
     try:
         if kind in SCALARS:
@@ -146,7 +158,8 @@ def _to_plain(value, depth, budget, tf_kinds):
         if value is Ellipsis:
             return {TAG: "ellipsis"}
         if kind is bytes:
-            budget["bytes"] -= len(value)
+            if _spend(budget, len(value)):
+                return _TOO_LARGE
             return {TAG: "bytes", "data": base64.b64encode(value).decode()}
         if kind is fractions.Fraction:
             return {TAG: "fraction", "numerator": value.numerator, "denominator": value.denominator}
@@ -157,7 +170,8 @@ def _to_plain(value, depth, budget, tf_kinds):
             return {TAG: "dict", "items": [[_to_plain(k, depth + 1, budget, tf_kinds),
                                             _to_plain(v, depth + 1, budget, tf_kinds)] for k, v in dict.items(value)]}
         if kind.__module__ == "numpy" and kind.__name__ == "ndarray":
-            budget["bytes"] -= value.nbytes
+            if _spend(budget, value.nbytes):
+                return _TOO_LARGE
             return _array(value)
         if kind.__module__ == "numpy" and kind in _numpy_scalar_types():
             return {TAG: "npscalar", "value": _array(value)}
@@ -183,6 +197,12 @@ def _to_plain(value, depth, budget, tf_kinds):
             "class": issubclass(kind, type)}
 
 
+def _spend(budget, nbytes):
+    """Take ``nbytes`` from the budget of :func:`to_plain`; whether that overdraws it (the value is then not written)."""
+    budget["bytes"] -= nbytes
+    return budget["bytes"] < 0
+
+
 def _numpy_scalar_types():
     import numpy as np
 
@@ -191,12 +211,10 @@ def _numpy_scalar_types():
 
 def _tensorflow_to_plain(kind, value, budget):
     if kind == "tensor":
-        budget["bytes"] -= value.shape.num_elements() * value.dtype.size if value.shape.is_fully_defined() else 0
-        return _tensor(value)
+        return _tensor(value, budget)
     if kind == "variable":
-        budget["bytes"] -= value.shape.num_elements() * value.dtype.size
         return {TAG: "variable", "dvariable": type(value).__name__ == "DVariable", "name": value.name,
-                "value": _tensor(value.read_value())}
+                "value": _tensor(value.read_value(), budget)}
     if kind in ("layout", "mesh"):
         return {TAG: kind, "spec": value.to_string()}
     if kind == "shape":
@@ -209,19 +227,50 @@ def dumps(value):
     return json.dumps(to_plain(value), allow_nan=False)
 
 
-def loads(text):
-    """The value that :func:`dumps` wrote, read back (see :func:`from_plain`).
+def json_values_at_most(text):
+    """An upper bound on the number of values in the JSON ``text``, counted in linear time without parsing it.
+
+    Every value but the first follows a comma or a colon, or is the first in a list or an object, so
+    there are at most one more than commas, colons, ``[`` and ``{`` (those inside strings count too).
+
+    Example:
+        >>> json_values_at_most('{"a": [1, 2, []]}')
+        7
+    """
+    return 1 + sum(text.count(mark) for mark in ",:[{")
+
+
+def loads_json(text, max_chars, max_values, what="the text"):
+    """``json.loads(text)``, refused before parsing when ``text`` could hold more than ``max_values``
+    values or has more than ``max_chars`` characters: what the parse may cost is bounded by the caps.
 
     Raises:
-        PlainDataError: the text is not valid JSON of plain data, or too large.
+        TooLarge: over a cap (the message names it).
+        PlainDataError: not JSON, or nested too deeply for the parser.
+
+    Example:
+        >>> loads_json("[[], []]", max_chars=100, max_values=10)
+        [[], []]
     """
-    if len(text) > 2 * MAX_BYTES:
-        raise PlainDataError("the answer data is larger than the grader reads")
+    if len(text) > max_chars:
+        raise TooLarge(f"{what} has more than {max_chars:,} characters")
+    if json_values_at_most(text) > max_values:
+        raise TooLarge(f"{what} holds more than {max_values:,} JSON values")
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except (ValueError, RecursionError) as err:
         raise PlainDataError(f"not JSON ({str(err)[:80]})") from None
-    return from_plain(data)
+
+
+def loads(text):
+    """The value that :func:`dumps` wrote, read back (see :func:`from_plain`), parsed once: text of
+    more than :data:`MAX_TEXT` characters or :data:`MAX_VALUES` values is refused unparsed.
+
+    Raises:
+        TooLarge: the text is over a cap.
+        PlainDataError: the text is not valid JSON of plain data.
+    """
+    return from_plain(loads_json(text, MAX_TEXT, MAX_VALUES, "the answer data"))
 
 
 def from_plain(data, depth=0):

@@ -5,15 +5,57 @@ import hashlib
 import io
 import os
 import tempfile
+import unicodedata
 from pathlib import Path
 
 from course_utils.checkers.core import CORRECT, INCORRECT, PARTIAL, UNANSWERED
 
-__all__ = ["COLUMNS", "STATUS_ORDER", "digest_path", "summary", "verify_digest", "write_csv"]
+__all__ = ["COLUMNS", "STATUS_ORDER", "digest_path", "printable", "spreadsheet_safe", "summary", "verify_digest",
+           "write_csv"]
 
 COLUMNS = ["submission", "chapter", "exercise", "points", "max_points", "status", "hints", "flags", "feedback",
            "sandbox"]
 STATUS_ORDER = [CORRECT, PARTIAL, INCORRECT, UNANSWERED, "not checked"]
+# Characters that are not shown as themselves: controls (line breaks, tabs, terminal escapes), line and
+# paragraph separators, format characters (the bidirectional overrides and isolates, zero-width ones),
+# surrogates, private-use and unassigned code points.
+HIDDEN_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may read as a formula (OWASP)
+
+
+def _escape(char):
+    if char in SHORT_ESCAPES:
+        return SHORT_ESCAPES[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(value):
+    r"""``value`` on one line, every character that is not shown as itself written as an escape (``\n``,
+    ``\x1b``, ``\u202e``; see :data:`HIDDEN_CATEGORIES`) and the backslash doubled, so that a file name,
+    an error text or feedback cannot add a line, move the cursor or reorder what the terminal or a
+    spreadsheet shows. Non-strings are returned unchanged.
+
+    Example:
+        >>> print(printable("boom\x1b[2K\r[1/3] bob\u202e: 16/16\n"))
+        boom\x1b[2K\r[1/3] bob\u202e: 16/16\n
+    """
+    if not isinstance(value, str):
+        return value
+    return "".join(_escape(c) if c in SHORT_ESCAPES or unicodedata.category(c) in HIDDEN_CATEGORIES else c
+                   for c in value)
+
+
+def spreadsheet_safe(value):
+    """A CSV cell that a spreadsheet reads as text: a string that starts with ``=``, ``+``, ``-``, ``@``, a tab
+    or a carriage return gets a ``'`` in front (OWASP's advice on CSV injection). Non-strings unchanged.
+
+    Example:
+        >>> spreadsheet_safe("=1+1_x01.ipynb"), spreadsheet_safe("alice.ipynb"), spreadsheet_safe(-1)
+        ("'=1+1_x01.ipynb", 'alice.ipynb', -1)
+    """
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 def digest_path(path):
@@ -40,7 +82,8 @@ def _replace(path, data):
 def write_csv(rows, path):
     """Write the rows (dicts keyed by ``COLUMNS``) to ``path`` as CSV with exactly those columns, and
     its SHA-256 to ``path.sha256`` in ``sha256sum`` format (check with ``sha256sum -c grades.csv.sha256``).
-    Each file is replaced in one step. Returns the SHA-256 (hex).
+    Every text is made :func:`spreadsheet_safe` (the grader's rows are already :func:`printable`, so
+    each row is one line). Each file is replaced in one step. Returns the SHA-256 (hex).
 
     Example:
         >>> table = Path(tempfile.mkdtemp()) / "grades.csv"
@@ -51,7 +94,7 @@ def write_csv(rows, path):
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=COLUMNS)
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({key: spreadsheet_safe(value) for key, value in row.items()} for row in rows)
     data = text.getvalue().encode("utf-8")
     digest = hashlib.sha256(data).hexdigest()
     _replace(path, data)

@@ -10,14 +10,16 @@ Inside the sandbox (`bubblewrap <https://github.com/containers/bubblewrap>`_, De
 ``bubblewrap``; no daemon, no root needed):
 
 - **Files**: a fresh file system. Read-only: the system folders (``/usr``, ``/etc`` and the
-  ``/bin``, ``/lib`` ... links or folders), the Python installation, the virtual environment, the
-  course package (the grader's stripped copy, :mod:`course_utils.grading.handout`) and
-  ``TFDS_DATA_DIR``. Private and in memory, with a size limit: ``/tmp`` and ``/dev/shm``. Writable:
-  only three folders of the box, each its own mount point, so that it cannot be renamed or replaced
-  (by a link to a host folder, say): the working folder with a copy of the student's notebook, the
-  folder the kernel writes its answers to, and the one of the kernel's connection file and sockets.
-  The submissions folder, the other boxes, the grader's own package, the grades and your home
-  folder are not there.
+  ``/bin``, ``/lib`` ... links or folders), ``/dev`` (its devices work), the Python installation,
+  the virtual environment, the course package (the grader's stripped copy,
+  :mod:`course_utils.grading.handout`) and ``TFDS_DATA_DIR``. Writable: only five folders of the
+  box, each its own mount point, so that it cannot be renamed or replaced (by a link to a host
+  folder, say): the working folder with a copy of the student's notebook, the folder the kernel
+  writes its answers to, the one of the kernel's connection file and sockets, ``/tmp`` and
+  ``/dev/shm``. All five are on one file system in memory of ``disk_limit`` bytes
+  (:func:`mount_box`), which the host never sees: whatever the notebook writes, in all, stops
+  there (``No space left on device``), and nothing of it is on the host's disk. The submissions
+  folder, the other boxes, the grader's own package, the grades and your home folder are not there.
 - **Processes**: its own PID namespace (it sees only its own processes, and when the grader kills
   the namespace's first process, the kernel kills every process in the namespace, also one started
   in a new session), its own network namespace (only its own loopback: no network), IPC and UTS
@@ -27,7 +29,7 @@ Inside the sandbox (`bubblewrap <https://github.com/containers/bubblewrap>`_, De
   user namespace that cannot create further user namespaces.
 - **Limits** (``setrlimit`` in :func:`launch`, inherited by every process the kernel starts):
   address space per process (``memory_limit``), processes and threads of the sandbox's user
-  (``process_limit``), size of one written file, no core dumps.
+  (``process_limit``), no core dumps; and ``disk_limit`` bytes for everything it writes.
 
 The kernel talks to the grader through Unix sockets in the box folder (ZeroMQ's ``ipc``
 transport), since it has no network. The environment inside is built from scratch
@@ -36,7 +38,9 @@ transport), since it has no network. The environment inside is built from scratc
 This module uses only the standard library: :func:`launch` runs it as a script (``python -I -S``)
 inside the sandbox, before the kernel.
 """
+import ctypes
 import functools
+import json
 import os
 import secrets
 import shutil
@@ -45,13 +49,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["Box", "SandboxUnavailable", "check_available", "kernel_environment", "launch"]
+__all__ = ["Box", "SandboxUnavailable", "check_available", "kernel_environment", "launch", "mount_box"]
 
+SANDBOXES = ("auto", "bwrap", "none")
+NOT_SANDBOXED = ("WARNING: not sandboxed (--sandbox none). Each notebook ran with your user's permissions: it could "
+                 "read and change your files, the other submissions, the grader and grades.csv, use the network, "
+                 "and leave processes running. Use it only for notebooks you trust.")
 GiB = 1024 ** 3
 MEMORY_LIMIT = 8 * GiB      # address space of one process
 PROCESS_LIMIT = 1024        # processes and threads of the sandbox user (a fork bomb stops here)
-FILE_SIZE_LIMIT = 1 * GiB   # one file written in the sandbox
-TMPFS_SIZE = 1 * GiB        # /tmp and /dev/shm each
+DISK_LIMIT = 1 * GiB        # everything the sandbox writes, in all (held in memory)
+WRITABLE = ("work", "exports", "conn", "tmp", "shm")  # the box's folders, on its own file system
 UID_BASE = 1_900_000_000    # as root: sandbox users are UID_BASE .. UID_BASE + UID_SPAN - 1
 UID_SPAN = 1 << 24
 NOBODY = 65534
@@ -103,29 +111,36 @@ class Box:
     """The folder and the kernel command of one submission's sandbox.
 
     Args:
-        folder: an empty host folder for this submission (made and given to the sandbox user).
+        folder: a host folder for this submission, not yet made.
         memory_limit: bytes of address space per process.
         process_limit: processes and threads of the sandbox user.
+        disk_limit: bytes the sandbox may write, in all (its folders, ``/tmp``, ``/dev/shm``).
         read_only: more host folders to show read-only (e.g. ``TFDS_DATA_DIR``); missing ones are skipped.
         package: the ``course_utils`` folder the kernel imports (the grader's stripped copy).
 
     The box folder holds ``work/`` (the kernel's working folder), ``exports/`` (where the kernel
-    writes the answers the grader asks for) and ``conn/`` (the connection file and sockets).
+    writes the answers the grader asks for), ``conn/`` (the connection file and sockets), ``tmp/``
+    and ``shm/`` (the sandbox's ``/tmp`` and ``/dev/shm``), on a file system of ``disk_limit`` bytes
+    that :func:`mount_box` makes, in the process that then starts the kernel (the driver), from
+    :meth:`mount_spec`.
 
     Example (not run by the doctests: it needs bubblewrap; tests/grading/test_sandbox.py runs boxes):
         >>> box = Box(Path(tempfile.mkdtemp()) / "box", read_only=[os.environ.get("TFDS_DATA_DIR", "")])  # doctest: +SKIP
         >>> box.prepare(notebook_bytes=b"{}")  # doctest: +SKIP
+        >>> mount_box(box.mount_spec())   # in the process that starts the kernel  # doctest: +SKIP
         >>> box.kernel_argv({"TFDS_DATA_DIR": "/data"})[-3:]  # bwrap's options, the kernel, its connection file  # doctest: +SKIP
         ['-m', 'ipykernel_launcher', '-f']
     """
 
-    def __init__(self, folder, memory_limit=MEMORY_LIMIT, process_limit=PROCESS_LIMIT, read_only=(), package=PACKAGE):
+    def __init__(self, folder, memory_limit=MEMORY_LIMIT, process_limit=PROCESS_LIMIT, disk_limit=DISK_LIMIT,
+                 read_only=(), package=PACKAGE):
         self.folder, self.package = Path(folder), Path(package)
-        self.work, self.exports, self.conn = self.folder / "work", self.folder / "exports", self.folder / "conn"
-        self.memory_limit, self.process_limit = int(memory_limit), int(process_limit)
+        self.work, self.exports, self.conn, self.tmp, self.shm = (self.folder / name for name in WRITABLE)
+        self.memory_limit, self.process_limit, self.disk_limit = int(memory_limit), int(process_limit), int(disk_limit)
         self.read_only = [p for p in read_only if p and Path(p).is_dir()]
         self.privileged = os.geteuid() == 0
         self.uid = UID_BASE + secrets.randbelow(UID_SPAN) if self.privileged else None
+        self.notebook, self.notebook_name = None, None
 
     @property
     def owner(self):
@@ -133,19 +148,17 @@ class Box:
         return (self.uid, self.uid) if self.privileged else None
 
     def prepare(self, notebook_bytes=None, notebook_name="submission.ipynb"):
-        """Make the box folder, its working folder (with a copy of the notebook), the exports folder
-        and the connection folder, owned by the sandbox user."""
+        """Make the (empty) box folder, and keep the notebook's bytes beside it, for :func:`mount_box` to
+        copy into the working folder."""
         self.folder.mkdir(mode=0o700)
-        for folder in (self.work, self.exports, self.conn):
-            folder.mkdir(mode=0o700)
-        paths = [self.folder, self.work, self.exports, self.conn]
         if notebook_bytes is not None:
-            copy = self.work / notebook_name
-            copy.write_bytes(notebook_bytes)
-            paths.append(copy)
-        if self.owner:
-            for path in paths:
-                os.chown(path, *self.owner)
+            self.notebook, self.notebook_name = self.folder.with_name(self.folder.name + ".ipynb"), notebook_name
+            self.notebook.write_bytes(notebook_bytes)
+
+    def mount_spec(self):
+        """What :func:`mount_box` needs (a dict of plain data, for the driver's process)."""
+        return {"folder": str(self.folder), "size": self.disk_limit, "owner": self.owner,
+                "notebook": str(self.notebook) if self.notebook else None, "name": self.notebook_name}
 
     def bwrap_args(self, env):
         """The bubblewrap options (see the module docstring), up to the command."""
@@ -153,14 +166,13 @@ class Box:
                 "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
         if not self.privileged:
             args += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--disable-userns"]
-        args += ["--perms", "1777", "--size", str(TMPFS_SIZE), "--tmpfs", "/tmp"]
         for folder in SYSTEM_FOLDERS:
             if os.path.islink(folder):
                 args += ["--symlink", os.readlink(folder), folder]
             elif os.path.isdir(folder):
                 args += ["--ro-bind", folder, folder]
-        args += ["--proc", "/proc", "--dev", "/dev",
-                 "--perms", "1777", "--size", str(TMPFS_SIZE), "--tmpfs", "/dev/shm"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--bind", str(self.shm), "/dev/shm", "--remount-ro", "/dev",
+                 "--bind", str(self.tmp), "/tmp"]
         made = {"/", "/tmp", *SYSTEM_FOLDERS}
 
         def parents(path):
@@ -186,19 +198,69 @@ class Box:
     def launcher_args(self):
         """``python -I -S sandbox.py launch [limits and user] --``: what runs first inside the sandbox."""
         args = [PYTHON, "-I", "-S", str(self.package / "grading" / "sandbox.py"), "launch",
-                "--memory", str(self.memory_limit), "--processes", str(self.process_limit),
-                "--file-size", str(FILE_SIZE_LIMIT)]
+                "--memory", str(self.memory_limit), "--processes", str(self.process_limit)]
         if self.privileged:
             args += ["--uid", str(self.uid), "--gid", str(self.uid)]
         return args + ["--"]
 
     def command(self, env, command):
-        """The full command that runs ``command`` (a list) in this box's sandbox."""
+        """The full command that runs ``command`` (a list) in this box's sandbox (once :func:`mount_box` ran)."""
         return [_bwrap(), *self.bwrap_args(env), "--", *self.launcher_args(), *command]
 
     def kernel_argv(self, env):
         """The command that starts the sandboxed kernel, up to its connection file (which follows)."""
         return self.command(env, [PYTHON, "-m", "ipykernel_launcher", "-f"])
+
+    def entered_command(self, env, command):
+        """:meth:`command`, run from a new process that first calls :func:`mount_box` (``sandbox.py enter``)."""
+        return [PYTHON, "-I", "-S", str(Path(__file__).resolve()), "enter", json.dumps(self.mount_spec()), "--",
+                *self.command(env, command)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
+
+
+def _checked(result, what):
+    if result != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
+
+
+def mount_box(spec):
+    """Give this process (the grader's driver of one notebook, before it starts a thread or the kernel) a
+    mount namespace of its own, with a file system in memory of ``spec["size"]`` bytes on the box folder,
+    and make the box's folders (:data:`WRITABLE`) and the notebook's copy in it. The sandbox that this
+    process then starts binds those folders: all it writes stops at the size, and the host never sees it
+    (the memory is freed when the last process of the namespace ends).
+
+    Run as root it needs nothing more; as another user, it makes a user namespace in which that user is
+    itself (the sandbox's own user namespace is made inside it), which must be a process's first thread.
+
+    Raises:
+        OSError: the kernel refused a namespace or the mount (the message says which).
+    """
+    uid, gid = os.getuid(), os.getgid()
+    _checked(_libc.unshare(CLONE_NEWNS | (CLONE_NEWUSER if uid else 0)), "unshare")
+    if uid:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    _checked(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "making the mounts private")
+    folder = Path(spec["folder"])
+    options = f"size={int(spec['size'])},mode=0755".encode()
+    _checked(_libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), "mount")
+    paths = [folder / name for name in WRITABLE]
+    for path in paths:
+        path.mkdir(mode=0o700)
+    if spec.get("notebook"):
+        copy = folder / "work" / spec["name"]
+        copy.write_bytes(Path(spec["notebook"]).read_bytes())
+        paths.append(copy)
+    if spec.get("owner"):
+        for path in paths:
+            os.chown(path, *spec["owner"])
 
 
 def _bwrap():
@@ -220,12 +282,12 @@ def check_available():
         >>> check_available()   # None where the sandbox works  # doctest: +SKIP
     """
     with tempfile.TemporaryDirectory(prefix="course-sandbox-check-", ignore_cleanup_errors=True) as scratch:
-        box = Box(Path(scratch) / "box")
+        box = Box(Path(scratch) / "box", disk_limit=1 << 20)
         box.prepare()
         code = "import os, socket; print(os.getpid(), socket.gethostname(), os.path.exists('/work-not-here'))"
         try:
-            done = subprocess.run(box.command({}, [PYTHON, "-c", code]), capture_output=True, text=True,
-                                  timeout=60, cwd=box.work)
+            done = subprocess.run(box.entered_command({}, [PYTHON, "-c", code]), capture_output=True, text=True,
+                                  timeout=60, cwd=scratch)
         except (OSError, subprocess.TimeoutExpired) as err:
             raise SandboxUnavailable(f"bwrap could not be run ({err})") from err
         if done.returncode != 0 or done.stdout.split()[:2] != ["2", "sandbox"]:
@@ -236,7 +298,7 @@ def check_available():
 def launch(argv):
     """Inside the sandbox, before the kernel: set the limits, become the sandbox user, and run the command.
 
-    ``argv``: ``--memory BYTES --processes N --file-size BYTES [--uid U --gid G] -- COMMAND ...``.
+    ``argv``: ``--memory BYTES --processes N [--uid U --gid G] -- COMMAND ...``.
     Limits are lowered only (``setrlimit`` of both soft and hard values), so nothing in the sandbox
     can raise them again; with ``--uid`` (the grader runs as root), the supplementary groups are
     dropped, then the group and user ids are set, which drops every capability, and
@@ -248,19 +310,20 @@ def launch(argv):
     options, command = argv[:split], argv[split + 1:]
     values = {options[i].lstrip("-"): int(options[i + 1]) for i in range(0, len(options), 2)}
     for limit, value in ((resource.RLIMIT_AS, values["memory"]), (resource.RLIMIT_NPROC, values["processes"]),
-                         (resource.RLIMIT_FSIZE, values["file-size"]), (resource.RLIMIT_CORE, 0)):
+                         (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(limit, (value, value))
     if "uid" in values:
         os.setgroups([])
         os.setresgid(values["gid"], values["gid"], values["gid"])
         os.setresuid(values["uid"], values["uid"], values["uid"])
-    import ctypes
-
     PR_SET_NO_NEW_PRIVS = 38
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     os.execv(command[0], command)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["launch"]:
         launch(sys.argv[2:])
+    elif sys.argv[1:2] == ["enter"] and sys.argv[3:4] == ["--"]:  # see Box.entered_command
+        mount_box(json.loads(sys.argv[2]))
+        os.execv(sys.argv[4], sys.argv[4:])

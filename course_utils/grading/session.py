@@ -1,50 +1,42 @@
 """The grading run of one notebook, in the child process of :func:`~course_utils.tools.notebook_runner.run_in_child`.
 
-:func:`grade_cells` is the driver. It runs the student's code cells in order in a fresh kernel
-(in the sandbox, see ``sandbox.py``). Right after the cell that holds an exercise in the exercise
-notebook (found by its cell id), it asks the kernel for that exercise's answers: the kernel runs
-the exercise's ``collect`` (``export.py``) on a seed the driver draws now, and writes the result as
-plain data to a file of a name the driver also draws now. The driver reads that file and judges
-it here, in this process, which never runs the student's code (``Exercise.judge_export``). At the
-end it asks again for every exercise that did not get full marks (its answer may be defined in a
-later cell). Each result is appended to the grader's results file as it is judged, so a notebook
-that later hangs or kills its kernel keeps the grades it earned.
+:func:`grade_cells` is the driver. First it scans the notebook's code for what it reaches
+(:mod:`course_utils.grading.scan`). Then it runs the student's code cells in order in a fresh
+kernel (in the sandbox, see ``sandbox.py``). Right after the cell that holds an exercise in the
+exercise notebook (found by its cell id), it asks the kernel for that exercise's answers: the
+kernel runs the exercise's ``collect`` (``export.py``) on a seed the driver draws now, and writes
+the result as plain data to a file of a name the driver also draws now. The driver reads that file
+once, refusing text over the caps of :mod:`course_utils.checkers.plain` unparsed, and judges it
+here, in this process, which never runs the student's code (``Exercise.judge_read``), with at most
+:data:`JUDGE_MEMORY` more memory (:data:`LOADING_MEMORY` more again while the driver's own
+TensorFlow, imported beside the notebook's first cells, is still loading). At the end it asks again
+for every exercise that did not get full marks (its answer may be defined in a later cell). A
+hint's text is served to the kernel only by :func:`serve_hint`, which records the request.
+
+Everything the driver learns is appended to the grader's results file as it happens (one JSON
+line per event: the scan's flags, each judged check, each hint served), so a notebook that later
+hangs or kills its kernel keeps what it earned and what it used.
 """
+import contextlib
 import importlib
 import json
 import os
 import re
+import resource
 import secrets
 import threading
 from pathlib import Path
 
 from course_utils.checkers import chapter_definition
-from course_utils.checkers.plain import PlainDataError, loads
+from course_utils.checkers.core import HINT_REQUEST
+from course_utils.checkers.plain import MAX_TEXT, PlainDataError, TooLarge, loads
+from course_utils.grading.scan import scan_cells
 from course_utils.tools.notebook_runner import cell_error, read_small_file
 
-HINT_LINE = re.compile(r"Hint (\d+)/\d+ \((\d+)\.(q\d+)\)")
-EXPORT_LIMIT = 160 << 20  # bytes of one export file (plain data of at most 64 MiB of arrays, in base64 and JSON)
-
-
-def hint_levels(texts, chapter):
-    """The highest hint level asked for per exercise of ``chapter`` in some output texts: ``{"q1": 2}``."""
-    levels = {}
-    for text in texts:
-        for level, number, name in HINT_LINE.findall(text):
-            if int(number) == chapter:
-                levels[name] = max(levels.get(name, 0), int(level))
-    return levels
-
-
-def output_texts(cell):
-    """The text a cell printed (streams and plain-text results)."""
-    texts = []
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "stream":
-            texts.append(output.get("text", ""))
-        elif "data" in output:
-            texts.append(output["data"].get("text/plain", ""))
-    return ["".join(t) if isinstance(t, list) else t for t in texts]
+JUDGE_MEMORY = 512 << 20  # bytes of memory the driver may take on to read and judge one export
+LOADING_MEMORY = 512 << 20  # and more while its TensorFlow is still being imported (that takes about 250 MiB)
+HINT_ASKED = re.compile(rf"{HINT_REQUEST} (\d+)\.(q\d+) (\d+)")
+FULL = 1 << 20  # a sandbox's writable space with less free than this is full
 
 
 def export_request(chapter, exercise, seed, path):
@@ -53,45 +45,116 @@ def export_request(chapter, exercise, seed, path):
             f".export_answers({int(chapter)}, {exercise!r}, {int(seed)}, {str(path)!r})")
 
 
-def judge_file(item, path, seed):
+def _data_bytes():
+    """This process's data (private writable memory) now, in bytes: what ``RLIMIT_DATA`` counts."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmData:"))
+
+
+@contextlib.contextmanager
+def memory_budget(nbytes):
+    """While the block runs, this process may take on at most ``nbytes`` more data memory (``RLIMIT_DATA``,
+    soft limit; restored after): an allocation past it raises ``MemoryError`` in the block.
+
+    Example:
+        >>> with memory_budget(64 << 20):
+        ...     bytearray(1 << 30)
+        Traceback (most recent call last):
+        MemoryError
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = _data_bytes() + nbytes
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+def judge_file(item, path, seed, memory=None):
     """The record of one check: the export at ``path`` (written by the kernel) judged by ``item``.
 
+    The text is parsed once (:func:`course_utils.checkers.plain.loads`, which refuses text over its
+    caps unparsed), and read and judged with at most ``memory`` (default :data:`JUDGE_MEMORY`) bytes
+    more memory.
+
     Returns a dict with ``points``, ``max_points``, ``status`` (an exercise status, ``"missing"``
-    with the names in ``extra``, or ``"no answers"`` when the kernel wrote nothing readable) and
-    ``feedback``.
+    with the names in ``extra``, ``"no answers"`` when the kernel wrote nothing, or ``"too large"``
+    with the reason in ``extra``), ``feedback`` and ``read`` (whether the text was plain data).
     """
-    text = read_small_file(path, limit=EXPORT_LIMIT)
-    record = {"points": 0, "max_points": item.max_points, "feedback": "", "extra": ""}
-    if text is None:
+    record = {"points": 0, "max_points": item.max_points, "feedback": "", "extra": "", "read": False}
+    memory = memory or JUDGE_MEMORY
+    data = read_small_file(path, limit=MAX_TEXT + 1)
+    if data is None:
         return {**record, "status": "no answers"}
     try:
-        export = loads(text.decode("utf-8", errors="replace"))
-        names = export.get("names") if export.get("state") == "missing" else None
-        if isinstance(names, list):
-            return {**record, "status": "missing", "extra": ", ".join(map(str, names))[:200]}
-    except (PlainDataError, AttributeError, TypeError):
-        pass  # judge_export says that it could not read the answers
-    try:
-        result = item.judge_export(text.decode("utf-8", errors="replace"), seed)
-    except (Exception, SystemExit) as err:  # judge_export catches what an answer can cause; this is a last guard
+        with memory_budget(memory):
+            try:
+                export = loads(data.decode("utf-8", errors="replace"))
+            except TooLarge as err:
+                return {**record, "status": "too large", "extra": str(err)}
+            except PlainDataError:
+                export = None  # judge_read says that it could not read the answers
+            else:
+                record["read"] = True
+            del data
+            names = export.get("names") if isinstance(export, dict) and export.get("state") == "missing" else None
+            if isinstance(names, list):
+                return {**record, "status": "missing", "extra": ", ".join(map(str, names))[:200]}
+            result = item.judge_read(export, seed)
+    except MemoryError:
+        return {**record, "status": "too large", "extra": f"reading and judging them took more than {memory >> 20} MiB"}
+    except (Exception, SystemExit) as err:  # judge_read catches what an answer can cause; this is a last guard
         return {**record, "status": "incorrect", "feedback": f"The grader could not judge these answers ({err!r:.200})."}
     return {**record, "points": result.points, "status": result.status, "feedback": result.message}
 
 
+def serve_hint(prompt, items, log):
+    """The reply to a kernel's input request: the text of the hint it names (``"course-hint 3.q1 2"``,
+    :meth:`~course_utils.checkers.core.Exercise.hint_text`), from the grader's own checkers, after the
+    request is logged; an empty text for anything else."""
+    asked = HINT_ASKED.fullmatch(str(prompt)[:100])
+    item = items.get(asked[2]) if asked else None
+    if item is None or int(asked[1]) != item.chapter or not 1 <= int(asked[3]) <= len(type(item).hints):
+        return ""
+    level = int(asked[3])
+    log({"hint": item.name, "level": level})
+    return type(item).hints[level - 1]
+
+
+def _log_to(path):
+    """A function that appends one JSON line to the results file ``path``."""
+    def log(event):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(event) + "\n")
+    return log
+
+
 def grade_cells(session, payload, report):
-    """The driver (see the module docstring). ``payload`` holds the student's cells, the chapter, the
-    hand-out's mode, the checks to run (``{"exercise", "cell", "max_points"}``), ``exports`` (the
-    folder the kernel writes its answers to, as the kernel sees it and as this process does) and
-    ``results`` (the grader's file, out of the kernel's reach, that gets one JSON line per check).
-    ``report`` gets ``cell_errors`` and ``check_errors`` (``{cell id or exercise: "Error: ..."}``) and
-    ``hints`` (the highest hint level each exercise printed)."""
+    """The driver (see the module docstring).
+
+    ``payload`` holds the student's cells (``cell_type``, ``source``, ``id``), the chapter, the
+    feedback mode (the instructor's), the checks to run (``{"exercise", "cell", "max_points"}``),
+    ``exports`` (the folder the kernel writes its answers to, as the kernel sees it and as this
+    process does), ``results`` (the grader's file, out of the kernel's reach), ``stamp`` (the set-up
+    cell as the build stamps it) and ``disk_limit`` (bytes the sandbox may write, or None without
+    one). ``report`` gets ``cell_errors`` and ``check_errors`` (``{cell id or exercise: "Error: ..."}``).
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # judging may start TensorFlow (to read DTensors back)
-    report.update(cell_errors={}, check_errors={}, hints={})
+    report.update(cell_errors={}, check_errors={})
+    log = _log_to(payload["results"])
     chapter = payload["chapter"]
     definition = chapter_definition(chapter)
+    loading = None
     if definition.uses_tensorflow:  # judging reads tensors back: import TensorFlow while the notebook runs
-        threading.Thread(target=importlib.import_module, args=("tensorflow",), daemon=True).start()
+        loading = threading.Thread(target=importlib.import_module, args=("tensorflow",), daemon=True)
+        loading.start()
     items = {item.name: item for item in definition.bind(payload["mode"])}
+    session.on_input = lambda prompt: serve_hint(prompt, items, log)
+    code = [(index + 1, cell["source"]) for index, cell in enumerate(payload["cells"]) if cell["cell_type"] == "code"]
+    log({"flags": scan_cells(code, payload.get("stamp"))})
     exports = Path(payload["exports"])
     best = {}
 
@@ -99,15 +162,19 @@ def grade_cells(session, payload, report):
         seed, name = secrets.randbelow(2 ** 31), f"{exercise}-{at}-{secrets.token_hex(8)}.json"
         ran = session.execute(export_request(chapter, exercise, seed, exports / name))
         error = cell_error(ran)
-        if error:
+        memory = JUDGE_MEMORY + (LOADING_MEMORY if loading is not None and loading.is_alive() else 0)
+        record = {"exercise": exercise, "at": at, **judge_file(items[exercise], exports / name, seed, memory)}
+        with contextlib.suppress(OSError):
+            os.unlink(exports / name)  # judged: it no longer takes the sandbox's space
+        if not record["read"] and _full(exports, payload.get("disk_limit")):
+            record["status"] = "disk full"  # the kernel could not write (all of) its answers: no interference
+        elif error:
             report["check_errors"][exercise] = f"{error[0]}: {error[1]}"[:300]
-        record = {"exercise": exercise, "at": at, **judge_file(items[exercise], exports / name, seed)}
-        if record["status"] == "no answers" and not error:
+        elif record["status"] == "no answers":
             report["check_errors"][exercise] = "the kernel wrote no answers"
-        with open(payload["results"], "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        if record["points"] >= best.get(exercise, -1):
-            best[exercise] = record["points"]
+        record["driver_peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
+        log(record)
+        best[exercise] = max(record["points"], best.get(exercise, -1))
 
     by_cell = {}
     for item in payload["checks"]:
@@ -115,12 +182,9 @@ def grade_cells(session, payload, report):
     for index, cell in enumerate(payload["cells"]):
         if cell["cell_type"] != "code":
             continue
-        ran = session.execute(cell["source"])
-        error = cell_error(ran)
+        error = cell_error(session.execute(cell["source"]))
         if error:
             report["cell_errors"][cell.get("id") or f"#{index}"] = f"{error[0]}: {error[1]}"[:300]
-        for name, level in hint_levels(output_texts(ran), chapter).items():
-            report["hints"][name] = max(level, report["hints"].get(name, 0))
         for item in by_cell.get(cell.get("id"), []):
             check(item["exercise"], "after")
     for item in payload["checks"]:
@@ -128,15 +192,36 @@ def grade_cells(session, payload, report):
             check(item["exercise"], "end")
 
 
+def _full(folder, disk_limit):
+    """Whether the sandbox's writable space (the file system of ``folder``, with ``disk_limit``) is full."""
+    if not disk_limit:
+        return False
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < FULL
+
+
 def read_results(path):
-    """The records :func:`grade_cells` appended to ``path`` (its lines that are complete JSON)."""
-    records = []
+    """What :func:`grade_cells` appended to ``path`` (its lines that are complete JSON).
+
+    Returns:
+        ``(checks, hints, flags)``: the check records (dicts with ``exercise``, ``at``, ``points``,
+        ``status`` ...), the highest hint level served per exercise, and the scan's flags.
+    """
+    checks, hints, flags = [], {}, []
     for line in (read_small_file(path) or b"").decode(errors="replace").splitlines():
         try:
-            record = json.loads(line)
+            event = json.loads(line)
         except ValueError:
             continue  # a line cut by a time-out
-        if isinstance(record, dict) and {"exercise", "at", "points", "status"} <= set(record):
-            records.append(record)
-    return records
-
+        if not isinstance(event, dict):
+            continue
+        if {"exercise", "at", "points", "status"} <= set(event):
+            checks.append(event)
+        elif "hint" in event:
+            hints[event["hint"]] = max(int(event["level"]), hints.get(event["hint"], 0))
+        elif isinstance(event.get("flags"), list):
+            flags += [str(flag) for flag in event["flags"]]
+    return checks, hints, flags

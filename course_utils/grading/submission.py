@@ -1,31 +1,25 @@
 """What the grader reads from a handed-in notebook before running it: is it a notebook, which
-chapter is it, which hints did the student print, and does its code reach for the grader."""
-import json
+chapter is it, and which hints did the student's own session print.
+
+Everything here takes time and memory in proportion to the file, with caps: a file of more than
+:data:`MAX_NOTEBOOK_BYTES`, that could hold more than :data:`MAX_NOTEBOOK_VALUES` JSON values or
+that has more than :data:`MAX_CELLS` cells is refused before it costs more. (What the code reaches
+for is read later, in the notebook's own time, by :mod:`course_utils.grading.scan`.)
+"""
 import os
 import re
 import stat
 
-from course_utils.grading.session import hint_levels, output_texts
-from course_utils.notebook_setup import is_stamped_setup
+from course_utils.checkers.plain import PlainDataError, loads_json
 
-__all__ = ["MAX_NOTEBOOK_BYTES", "NotANotebook", "identify_chapter", "parse_notebook", "read_notebook",
-           "read_submission", "saved_hint_levels", "suspicious_code"]
+__all__ = ["MAX_CELLS", "MAX_NOTEBOOK_BYTES", "MAX_NOTEBOOK_VALUES", "NotANotebook", "hint_levels", "identify_chapter",
+           "output_texts", "parse_notebook", "read_notebook", "read_submission", "saved_hint_levels"]
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
-
-# Code that a notebook needs only to reach into the grader or the kernel's memory. Finding it
-# proves nothing, but it is where an instructor should look.
-SUSPICIOUS = {
-    "gc.": r"\bgc\s*\.", "sys.modules": r"sys\s*\.\s*modules", "sys.meta_path": r"meta_path",
-    "__closure__": r"__closure__", "__globals__": r"__globals__", "frame inspection": r"_getframe|f_locals|f_globals",
-    "ctypes": r"\bctypes\b", "builtins": r"\bbuiltins\b", "importlib": r"\bimportlib\b",
-    "the grader's names": r"_course_grader|course_grader__|COURSE_GRAD|export_answers|grading\s*\.\s*export",
-    "/proc/": r"/proc/",
-    "settrace/setprofile": r"settrace|setprofile", "exception hooks": r"excepthook|set_custom_exc",
-    "user_ns": r"user_ns", "os.write/os.open": r"os\s*\.\s*(write|open|dup2?)\b",
-    "replaces a course_utils function": r"(?m)^\s*[\w.]*\b(course_utils|checkers|profiling|memory|costs|step_check"
-                                        r"|ch\d\w*)\s*\.\s*\w+\s*=(?!=)",
-}
+MAX_NOTEBOOK_VALUES = 2_000_000  # JSON values (an exercise notebook with its outputs has about 5,000)
+MAX_CELLS = 5_000                # an exercise notebook has about 40
+CELL_TYPES = ("code", "markdown", "raw")
+HINT_LINE = re.compile(r"Hint (\d{1,3})/\d{1,3} \((\d{1,3})\.(q\d{1,3})\)")
 
 
 class NotANotebook(ValueError):
@@ -73,40 +67,63 @@ def read_submission(path, limit=MAX_NOTEBOOK_BYTES):
         os.close(fd)
 
 
+def _text(value, what):
+    """A notebook's multi-line text field: a string, or a list of strings joined."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(part, str) for part in value):
+        return "".join(value)
+    raise NotANotebook(f"{what} is neither a string nor a list of strings")
+
+
+def _cell(cell, number, seen):
+    if not isinstance(cell, dict) or cell.get("cell_type") not in CELL_TYPES:
+        raise NotANotebook(f"cell {number} is not a notebook cell (a JSON object with a cell_type of {CELL_TYPES})")
+    cell_id = cell.get("id")
+    if not isinstance(cell_id, str) or cell_id in seen:
+        cell_id = None  # a repeated id names only its first cell: the exercise's check runs after that one only
+    else:
+        seen.add(cell_id)
+    outputs = cell.get("outputs") if cell["cell_type"] == "code" else None
+    return {"cell_type": cell["cell_type"], "id": cell_id, "source": _text(cell.get("source", ""), f"cell {number}'s source"),
+            "outputs": [o for o in outputs if isinstance(o, dict)] if isinstance(outputs, list) else []}
+
+
 def parse_notebook(data):
-    """The notebook in ``data`` (bytes or text) as a dict, checked to be valid nbformat 4.
+    """The notebook in ``data`` (bytes or text): ``{"metadata": {...}, "cells": [...]}``, each cell a dict of
+    ``cell_type``, ``id`` (None for a missing or repeated one), ``source`` (text) and ``outputs``.
 
     Raises:
-        NotANotebook: unreadable JSON, no list of cells, or not valid nbformat (the reason is in
-            the message).
-    """
-    import nbformat
+        NotANotebook: not UTF-8, over a cap (see the module docstring), not JSON, or not an nbformat 4
+            notebook (the reason is in the message).
 
+    Example:
+        >>> parse_notebook(b'{"nbformat": 4, "metadata": {}, "cells": [{"cell_type": "code", "source": ["1 +", " 1"]}]}')["cells"][0]["source"]
+        '1 + 1'
+    """
     try:
-        nb = json.loads(data)
-        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-            raise ValueError("no list of cells")
-        if not all(isinstance(cell, dict) for cell in nb["cells"]):
-            raise ValueError("a cell that is not a JSON object")
-        return nbformat.reads(json.dumps(nb), as_version=4)
-    except Exception as err:
-        raise NotANotebook(f"{type(err).__name__}: {err}") from err
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        nb = loads_json(text, MAX_NOTEBOOK_BYTES, MAX_NOTEBOOK_VALUES, "the file")
+    except (UnicodeDecodeError, PlainDataError) as err:
+        raise NotANotebook(f"{type(err).__name__}: {err}") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise NotANotebook("no list of cells")
+    if nb.get("nbformat") != 4:
+        raise NotANotebook(f"nbformat {nb.get('nbformat')!r}, not 4 (save it with Jupyter 4 or later)")
+    if len(nb["cells"]) > MAX_CELLS:
+        raise NotANotebook(f"more than {MAX_CELLS:,} cells")
+    seen = set()
+    metadata = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
+    return {"metadata": metadata, "cells": [_cell(cell, n, seen) for n, cell in enumerate(nb["cells"], start=1)]}
 
 
 def read_notebook(path):
-    """The notebook at ``path`` as a dict, checked to be valid nbformat 4 (see :func:`read_submission`
-    and :func:`parse_notebook`).
+    """The notebook at ``path`` (see :func:`read_submission` and :func:`parse_notebook`).
 
     Raises:
-        NotANotebook: not a regular file, too large, unreadable JSON, no list of cells, or not
-            valid nbformat (the reason is in the message).
+        NotANotebook: not a regular file, too large, or not a notebook (the reason is in the message).
     """
     return parse_notebook(read_submission(path))
-
-
-def _source(cell):
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else str(source)
 
 
 def identify_chapter(nb, answer_cells, forced=None):
@@ -142,25 +159,28 @@ def identify_chapter(nb, answer_cells, forced=None):
     return claimed, ""
 
 
+def output_texts(cell):
+    """The text a cell printed (streams and plain-text results)."""
+    texts = []
+    for output in cell.get("outputs", []):
+        text = output.get("text", "") if output.get("output_type") == "stream" else (
+            output["data"].get("text/plain", "") if isinstance(output.get("data"), dict) else "")
+        if isinstance(text, list):
+            text = "".join(part for part in text if isinstance(part, str))
+        texts.append(text if isinstance(text, str) else "")
+    return texts
+
+
+def hint_levels(texts, chapter):
+    """The highest hint level asked for per exercise of ``chapter`` in some output texts: ``{"q1": 2}``."""
+    levels = {}
+    for text in texts:
+        for level, number, name in HINT_LINE.findall(text):
+            if int(number) == chapter:
+                levels[name] = max(levels.get(name, 0), int(level))
+    return levels
+
+
 def saved_hint_levels(nb, chapter):
     """The hint levels the student's own session printed, from the outputs saved in the notebook."""
     return hint_levels([text for cell in nb.get("cells", []) for text in output_texts(cell)], chapter)
-
-
-def suspicious_code(nb):
-    """Which :data:`SUSPICIOUS` patterns the notebook's code cells contain, with their cell numbers
-    (the stamped set-up cell, which tests for ``google.colab`` in ``sys.modules``, is left out).
-
-    Example:
-        >>> suspicious_code({"cells": [{"cell_type": "code", "source": "import gc; gc.get_objects()"}]})
-        ['gc. (cell 1)']
-    """
-    hits = {}
-    for number, cell in enumerate(nb.get("cells", []), start=1):
-        if cell.get("cell_type") != "code" or is_stamped_setup(_source(cell)):
-            continue
-        code = "\n".join(line.split("#", 1)[0] for line in _source(cell).splitlines())
-        for name, pattern in SUSPICIOUS.items():
-            if re.search(pattern, code):
-                hits.setdefault(name, []).append(number)
-    return [f"{name} (cell{'s' if len(cells) > 1 else ''} {', '.join(map(str, cells))})" for name, cells in hits.items()]

@@ -11,7 +11,8 @@ A maintainer tool: it works on a clone of the course (see :mod:`course_utils.too
   ``# PLACEHOLDER:`` on the BEGIN line (or by ``...``), so both come from one source.
 - Generates ``course_utils/checkers/notebook_cells.json`` from the solution notebooks (package data
   the checkers load): for each exercise, the cell that checks it, its check call, and its solution
-  code (what ``ex.qN.solution()`` prints). The solution notebooks are the one source of solution code.
+  code (what ``ex.qN.solution()`` prints), and each chapter's stamped set-up cell. The solution
+  notebooks are the one source of solution code.
 - Writes the facts of ``README.md`` and ``docs/*.md`` between their markers (:mod:`course_utils.tools.docs`): the
   counts, defaults, versions and plans the pages state are computed, not typed.
 - Strips outputs, execution counts and personal metadata.
@@ -113,8 +114,9 @@ def name_exercise_cells(solution):
 
 
 def exercise_cells(solution):
-    """What the checkers need from a solution notebook: its Keras mode and, per exercise, the cell
-    id, the check call and the solution code (the cell without its check call and markers).
+    """What the checkers need from a solution notebook: its Keras mode, its stamped set-up cell (the
+    grader leaves exactly that one out of its scan) and, per exercise, the cell id, the check call and
+    the solution code (the cell without its check call and markers).
 
     Raises:
         ValueError: an exercise is checked in two cells, or a checking cell has no solution block.
@@ -132,7 +134,9 @@ def exercise_cells(solution):
             code = MARKER_LINE.sub("", CHECK_CALL.sub("", cell.source)).strip("\n")
             found[name] = {"cell": cell.id, "call": match.group(0).strip(), "solution": textwrap.dedent(code)}
     course = solution.metadata["course"]
-    return {"keras": course["keras"], "dtensor": course.get("dtensor", False), "exercises": dict(sorted(found.items()))}
+    setup = next((cell.source for cell in solution.cells if cell.get("id") == SETUP_ID), "")
+    return {"keras": course["keras"], "dtensor": course.get("dtensor", False), "setup": setup,
+            "exercises": dict(sorted(found.items()))}
 
 
 def cells_file_text(chapters):

@@ -21,7 +21,11 @@ from course_utils.checkers import chapter_definition, registry
 from course_utils.data import MNIST_VERSION
 from course_utils.grading.cli import DEFAULT_TIMEOUT
 from course_utils.grading.report import COLUMNS
-from course_utils.grading.sandbox import FILE_SIZE_LIMIT, MEMORY_LIMIT, PROCESS_LIMIT, TMPFS_SIZE
+from course_utils.checkers.plain import MAX_DEPTH, MAX_TEXT, MAX_VALUES
+from course_utils.grading.sandbox import DISK_LIMIT, MEMORY_LIMIT, PROCESS_LIMIT
+from course_utils.grading.scan import MAX_SCANNED
+from course_utils.grading.session import JUDGE_MEMORY
+from course_utils.grading.submission import MAX_CELLS, MAX_NOTEBOOK_BYTES, MAX_NOTEBOOK_VALUES
 from course_utils.notebook_setup import KERAS_MODES
 from course_utils.tools.checkout import checkout_root, course_config
 from course_utils.tools.site.pages import number_span, workshop_plans
@@ -99,8 +103,12 @@ FACTS = {
     "grades-columns": lambda root: f"`{','.join(COLUMNS)}`",
     "memory-limit": lambda root: f"{MEMORY_LIMIT / 2 ** 30:g}",
     "process-limit": lambda root: f"{PROCESS_LIMIT:,}",
-    "file-size-limit": lambda root: f"{FILE_SIZE_LIMIT / 2 ** 30:g} GiB",
-    "tmpfs-size": lambda root: f"{TMPFS_SIZE / 2 ** 30:g} GiB",
+    "disk-limit": lambda root: f"{DISK_LIMIT / 2 ** 30:g}",
+    "notebook-caps": lambda root: f"is over {MAX_NOTEBOOK_BYTES >> 20} MiB, could hold over {MAX_NOTEBOOK_VALUES:,} JSON "
+                                  f"values, or has over {MAX_CELLS:,} cells",
+    "scan-budget": lambda root: f"{MAX_SCANNED >> 10} KiB",
+    "answer-caps": lambda root: f"{MAX_TEXT >> 20} MiB of text, {MAX_VALUES:,} JSON values, nesting {MAX_DEPTH} deep",
+    "judge-memory": lambda root: f"{JUDGE_MEMORY >> 20} MiB",
     "main-versions": lambda root: _pins(root, "requirements.txt", ["tensorflow", "tf_keras", "keras", "jax"]),
     "colab-versions": lambda root: _pins(root, "requirements-colab.txt",
                                          ["tensorflow", "tf_keras", "keras", "jax", "ipywidgets", "ipython"]),

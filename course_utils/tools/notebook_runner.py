@@ -7,10 +7,11 @@ as JSON. When the time limit runs out, the child's process group and the kernel'
 (SIGKILL), so an endless loop or a process the notebook started cannot outlive the run.
 
 With a ``sandbox`` (see :mod:`course_utils.grading.sandbox`), only the kernel runs in it: the
-child and the driver stay outside and talk to the kernel through Unix sockets. Then the end of
-the run kills the sandbox's first process, and with it every process of its PID namespace, also
-those that left the kernel's process group (``start_new_session=True``); the run returns only
-once they are gone.
+child and the driver stay outside and talk to the kernel through Unix sockets. The child first
+mounts the sandbox's writable file system (``sandbox["box"]``, :func:`~course_utils.grading.sandbox.mount_box`)
+in a mount namespace of its own. The end of the run kills the sandbox's first process, and with it
+every process of its PID namespace, also those that left the kernel's process group
+(``start_new_session=True``); the run returns only once they are gone.
 
 A driver is ``"module:function"``; it is called as ``function(session, payload, report)`` in the
 child and fills the dict ``report`` as it goes (so that what it found survives a kernel that dies). The payload reaches the child on its standard input, not
@@ -58,6 +59,9 @@ class KernelSession:
         ipc_dir: without a sandbox, an empty folder for the kernel's Unix sockets (default: a new private
             one, removed at the end; see :func:`private_ipc_address`).
 
+    ``on_input`` (None: a cell's ``input()`` raises, as nbclient has it) may be set to a function of the
+    prompt: the kernel's input requests are then answered with what it returns.
+
     Example (not run by the doctests: it starts a kernel; tests/test_notebook_runner.py does):
         >>> with KernelSession("/tmp/work", dict(os.environ)) as session:  # doctest: +SKIP
         ...     cell = session.execute("print(6 * 7)")
@@ -69,6 +73,7 @@ class KernelSession:
         self.workdir, self.env, self.cell_timeout, self.sandbox = str(workdir), env, cell_timeout, sandbox
         self.ipc_dir = ipc_dir
         self.on_start = on_start  # called with this session once the kernel's process exists
+        self.on_input = None
         self.kernel_pid = None
         self._loop = asyncio.new_event_loop()
 
@@ -135,8 +140,26 @@ class KernelSession:
 
         cell = nbformat.v4.new_code_cell(source)
         self._client.nb.cells[:] = [cell]  # earlier cells' outputs are not kept
-        self._loop.run_until_complete(self._client.async_execute_cell(cell, 0))
+        self._loop.run_until_complete(self._execute(cell))
         return cell
+
+    async def _execute(self, cell):
+        self._client.kc.allow_stdin = self.on_input is not None
+        if self.on_input is None:
+            await self._client.async_execute_cell(cell, 0)
+            return
+        answering = asyncio.ensure_future(self._answer_input())
+        try:
+            await self._client.async_execute_cell(cell, 0)
+        finally:
+            answering.cancel()
+
+    async def _answer_input(self):
+        """While a cell runs: answer each of the kernel's input requests with ``on_input(prompt)``."""
+        while True:
+            message = await self._client.kc.get_stdin_msg(timeout=None)
+            if message.get("msg_type") == "input_request":
+                self._client.kc.input(str(self.on_input(message.get("content", {}).get("prompt", ""))))
 
     def __exit__(self, *exc_info):
         try:
@@ -298,7 +321,8 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=
         cell_timeout: seconds one cell may take (default: no limit but ``timeout``).
         sandbox: None, or run the kernel in a sandbox: a dict with ``argv`` (the command that starts
             the kernel, up to its connection file: :meth:`course_utils.grading.sandbox.Box.kernel_argv`),
-            ``workdir``, ``connection_dir`` and ``owner`` (``(uid, gid)`` to give the connection file, or None).
+            ``workdir``, ``connection_dir``, ``owner`` (``(uid, gid)`` to give the connection file, or None)
+            and ``box`` (:meth:`~course_utils.grading.sandbox.Box.mount_spec`, or None).
         kernel_path: without a sandbox, the kernel's ``PYTHONPATH`` (not the child's): the folder whose
             ``course_utils`` the kernel imports.
 
@@ -364,6 +388,15 @@ def _child_main(driver, scratch, cell_timeout):
     scratch = Path(scratch)
     given = json.loads(sys.stdin.read())
     payload, sandbox = given["payload"], given["sandbox"]
+    if sandbox and sandbox.get("box"):  # first: it needs this process to have one thread
+        from course_utils.grading.sandbox import mount_box
+
+        try:
+            mount_box(sandbox["box"])
+        except OSError as err:
+            (scratch / "result.json").write_text(json.dumps(
+                {"kind": "failed", "detail": f"the sandbox's file system could not be made ({err})", "report": {}}))
+            return 0
     module, function = driver.split(":")
     drive = getattr(importlib.import_module(module), function)
     outcome = {"kind": "completed", "detail": "", "report": {}}

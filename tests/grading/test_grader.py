@@ -111,7 +111,7 @@ def test_terminal_escape_codes_of_a_notebook_reach_neither_the_output_nor_the_ta
     folder, result = hostile
     assert "\x1b" not in result.stdout and "\r" not in result.stdout
     rows = table(hostile)["escape_codes.ipynb"]
-    assert rows["q4"]["status"].startswith("not checked: its cell raised RuntimeError: ?[2K??[1A"), rows["q4"]
+    assert rows["q4"]["status"].startswith("not checked: its cell raised RuntimeError: \\x1b[2K\\r\\x1b[1A"), rows["q4"]
     assert not any("\x1b" in value for row in rows.values() for value in row.values())
 
 
@@ -143,7 +143,7 @@ def test_summary_per_submission_and_per_exercise(hostile):
 def test_time_limit_kills_the_notebook_and_its_kernel(tmp_path, sandbox):
     marker = f"sleeper-{secrets.token_hex(6)}"  # in the command line of the process the notebook starts
     submission(tmp_path / "endless_loop.ipynb", answers=["q1"], after={"ch3-q1": [
-        "import subprocess, sys, time\n"
+        "ex.q2.hint(2)\nimport subprocess, sys, time\n"
         f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
         "while True:  # endless, without taking a core from the other tests\n    time.sleep(0.1)"]})
     rows, note = grade.grade_notebook(tmp_path / "endless_loop.ipynb", "endless_loop.ipynb", timeout=20,
@@ -152,6 +152,7 @@ def test_time_limit_kills_the_notebook_and_its_kernel(tmp_path, sandbox):
     statuses = {r["exercise"]: (r["points"], r["status"]) for r in rows}
     assert statuses["q1"] == (2, "correct")  # checked before the loop: kept
     assert statuses["q2"] == (0, "not checked: time limit (20 s) reached before its check ran")
+    assert {r["exercise"]: r["hints"] for r in rows}["q2"] == 2  # a hint asked for before the time-out is counted
     assert {r["sandbox"] for r in rows} == {sandbox}
     assert processes_with(marker) == []  # the process the notebook started is gone (its kernel too)
 

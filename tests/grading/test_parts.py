@@ -14,8 +14,8 @@ from course_utils.grading.export import export_answers
 from course_utils.grading.handout import handout_package
 from course_utils.grading.session import judge_file
 from course_utils.grading.report import COLUMNS, summary, write_csv
-from course_utils.grading.submission import (NotANotebook, identify_chapter, read_notebook, saved_hint_levels,
-                                             suspicious_code)
+from course_utils.grading.scan import scan_cells
+from course_utils.grading.submission import NotANotebook, identify_chapter, read_notebook, saved_hint_levels
 from course_utils.notebook_setup import setup_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,11 +89,14 @@ def test_the_chapter_comes_from_metadata_and_cells():
     assert identify_chapter(notebook(1, ["ch1-q1"]), ANSWERS, forced=3) == (3, "metadata says chapter 1")
 
 
-def test_suspicious_code_is_found_but_not_in_the_stamped_setup_cell():
-    nb = notebook(sources=[setup_source("tf_keras", {"repository": "a/b", "branch": "main"}),
-                           "import gc  # a comment: sys.modules", "objs = gc.get_objects()",
-                           "f.__closure__[0].cell_contents", "# sys.modules in a comment only"])
-    assert suspicious_code(nb) == ["gc. (cell 3)", "__closure__ (cell 4)"]
+def test_code_that_reaches_for_the_grader_is_found_but_not_in_the_stamped_setup_cell():
+    stamp = setup_source("tf_keras", {"repository": "a/b", "branch": "main"})
+    sources = [stamp, "import gc  # a comment: sys.modules", "objs = gc.get_objects()",
+               "f.__closure__[0].cell_contents", "# sys.modules in a comment only"]
+    assert scan_cells(list(enumerate(sources, start=2)), stamp) == ["gc. (cells 3, 4)", "__closure__ (cell 5)"]
+    # the set-up cell is left out only when it is byte for byte the stamp: more code in it is read
+    edited = stamp + "\nimport gc  # git+https://github.com/a/b@main"
+    assert scan_cells([(2, edited)], stamp) == ["sys.modules (cell 2)", "importlib (cell 2)", "gc. (cell 2)"]
 
 
 def test_hints_printed_in_saved_outputs():
@@ -121,13 +124,69 @@ def test_summary_shows_flags_and_csv_has_the_columns(tmp_path):
 
 
 def test_replacing_a_course_utils_function_is_flagged():
-    nb = notebook(sources=["import course_utils.memory as memory\nmemory.bytes_per_device = lambda v: {}",
-                           "from course_utils.checkers import ch5_cases\nch5_cases.layout_of = print",
-                           "x = memory.bytes_per_device(v)  # reading one is fine\nif a.b == c.d: pass"])
-    assert suspicious_code(nb) == ["replaces a course_utils function (cells 1, 2)"]
+    sources = ["import course_utils.memory as memory\nmemory.bytes_per_device = lambda v: {}",
+               "from course_utils.checkers import ch5_cases\nch5_cases.layout_of = print",
+               "x = memory.bytes_per_device(v)  # reading one is fine\nif a.b == c.d: pass"]
+    assert scan_cells(list(enumerate(sources, start=1))) == [
+        "changes course_utils: checkers.ch5_cases.layout_of, memory.bytes_per_device (cells 1, 2)"]
 
 
 def test_the_handout_package_is_never_copied_over_an_existing_one(tmp_path):
     handout_package(ROOT / "course_utils", tmp_path)
     with pytest.raises(FileExistsError):
         handout_package(ROOT / "course_utils", tmp_path)
+
+
+def test_the_handout_package_has_no_hint_texts_but_keeps_their_number(tmp_path):
+    from course_utils.checkers import registry
+    from course_utils.grading.handout import HIDDEN_HINT
+
+    copy = handout_package(ROOT / "course_utils", tmp_path)
+    text = "\n".join(path.read_text() for path in copy.rglob("*.py"))
+    hints = [(chapter, item) for chapter in registry() for item in exercises(chapter)]
+    for chapter, item in hints:
+        for hint in type(item).hints:
+            assert hint[:50] not in text, (chapter, item.name, hint)
+    code = ("from course_utils.checkers import exercises, registry\n"
+            "print(sorted({h for n in registry() for e in exercises(n) for h in type(e).hints}), "
+            "[len(e.hints) for n in registry() for e in exercises(n)])")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)), timeout=120)
+    assert done.stdout.strip() == f"{[HIDDEN_HINT]!r} {[len(item.hints) for _, item in hints]!r}", done.stderr[-2000:]
+
+
+def test_the_driver_serves_a_hint_only_for_a_request_it_logs():
+    from course_utils.grading.session import serve_hint
+
+    items, logged = {item.name: item for item in exercises(3)}, []
+    assert serve_hint("course-hint 3.q1 2", items, logged.append) == type(items["q1"]).hints[1]
+    for prompt in ("course-hint 3.q1 9", "course-hint 4.q1 1", "course-hint 3.q9 1", "your name?", "x" * 10 ** 6):
+        assert serve_hint(prompt, items, logged.append) == ""
+    assert logged == [{"hint": "q1", "level": 2}]
+
+
+def test_judging_has_a_memory_budget(tmp_path, monkeypatch):
+    import numpy as np
+
+    from course_utils.checkers.plain import dumps
+    from course_utils.grading import session
+
+    (tmp_path / "big.json").write_text(dumps({"state": "answered", "data": [np.ones(12 << 17)]}))  # 12 MiB
+    assert judge_file(exercises(3).q4, tmp_path / "big.json", 5)["status"] == "incorrect"  # judged: not 6 booleans
+    monkeypatch.setattr(session, "JUDGE_MEMORY", 8 << 20)
+    record = judge_file(exercises(3).q4, tmp_path / "big.json", 5)
+    assert record["status"] == "too large" and record["extra"] == "reading and judging them took more than 8 MiB"
+    big = bytearray(64 << 20)  # the budget ended with the judging
+    assert len(big) == 64 << 20
+
+
+def test_notebooks_are_read_without_nbformat_and_a_repeated_cell_id_names_its_first_cell_only():
+    from course_utils.grading.submission import parse_notebook
+
+    cell = {"cell_type": "code", "source": ["x = ", "1"], "metadata": {}, "outputs": [], "id": "ch3-q1"}
+    nb = parse_notebook(json.dumps({"nbformat": 4, "metadata": {"course": {"chapter": 3}}, "cells": [cell, cell]}))
+    assert [c["id"] for c in nb["cells"]] == ["ch3-q1", None] and nb["cells"][0]["source"] == "x = 1"
+    for text, why in (('{"nbformat": 3, "cells": []}', "nbformat 3"), ('{"nbformat": 4, "cells": [1]}', "cell 1"),
+                      ('{"nbformat": 4, "cells": [{"cell_type": "code", "source": 5}]}', "source")):
+        with pytest.raises(NotANotebook, match=why):
+            parse_notebook(text)

@@ -371,10 +371,14 @@ def test_the_box_shows_the_package_read_only_and_nothing_of_the_submissions(tmp_
     assert ("--ro-bind", str(copy)) in pairs and ("--ro-bind", str(ROOT / "solutions")) in pairs
     assert ("--ro-bind", str(PACKAGE)) not in pairs and ("--bind", str(box.folder)) not in pairs
     assert {("--bind", str(folder)) for folder in (box.work, box.exports, box.conn)} <= pairs
-    assert box.exports.is_dir() and ("PYTHONPATH", str(copy.parent)) in pairs
+    assert {("--bind", str(box.tmp)), ("--bind", str(box.shm))} <= pairs and ("PYTHONPATH", str(copy.parent)) in pairs
+    assert ("--remount-ro", "/dev") in pairs  # bwrap's /dev is a file system of its own (and, run as a user, the sandbox's)
     assert str(tmp_path / "missing") not in args  # only folders that exist, and of the clone only the parts it needs:
     assert not {("--ro-bind", str(ROOT)), ("--bind", str(ROOT)), ("--bind", str(tmp_path))} & pairs
-    assert (box.work / "alice.ipynb").read_bytes() == b"{}"
+    assert box.folder.is_dir() and not list(box.folder.iterdir())  # the driver mounts its file system there
+    spec = box.mount_spec()
+    assert Path(spec["notebook"]).read_bytes() == b"{}" and spec["name"] == "alice.ipynb"
+    assert spec["size"] == sandbox.DISK_LIMIT and not spec["notebook"].startswith(str(box.folder) + "/")
     assert box.kernel_argv({})[-4:] == [sandbox.PYTHON, "-m", "ipykernel_launcher", "-f"]
 
 
@@ -382,9 +386,9 @@ def test_launch_sets_the_limits_before_the_command():
     code = ("import resource\nnames = ('AS', 'NPROC', 'FSIZE', 'CORE')\n"
             "print(*[resource.getrlimit(getattr(resource, 'RLIMIT_' + n))[0] for n in names])")
     done = subprocess.run([sys.executable, "-I", "-S", sandbox.__file__, "launch", "--memory", str(6 << 30),
-                           "--processes", "500", "--file-size", str(1 << 20), "--", sys.executable, "-c", code],
+                           "--processes", "500", "--", sys.executable, "-c", code],
                           capture_output=True, text=True, check=True)
-    assert done.stdout.split() == [str(6 << 30), "500", str(1 << 20), "0"]
+    assert done.stdout.split() == [str(6 << 30), "500", "-1", "0"]  # no limit per file: the sandbox's space has one
 
 
 @needs_bwrap
