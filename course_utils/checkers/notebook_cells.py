@@ -641,22 +641,36 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       "copies = 2  # 'model' (size 2) is not named: each piece sits on a "
                                       'pair of devices'},
                    'q2': {'cell': 'ch8-q2',
-                          'call': 'ex.q2.check(layout_map)',
-                          'solution': "# tf_keras takes the first key inserted that matches: 'd3.kernel' "
-                                      "keeps d3's kernel whole, 'd.*kernel' splits\n"
-                                      "# d1's and d2's kernels by rows; no key names a bias. Keras 3 raises "
-                                      'when several keys match one path, so no\n'
-                                      '# catch-all: one key per split weight, each a pattern for the whole '
-                                      'path (the same under all three rules).\n'
-                                      'layout_map = kd.LayoutMap(device_mesh)\n'
-                                      'layout_map[".*/d1/kernel"] = ("model", None)\n'
-                                      'layout_map[".*/d2/kernel"] = ("model", None)'},
+                          'call': 'ex.q2.check(port)',
+                          'solution': 'import re\n'
+                                      '\n'
+                                      '\n'
+                                      'def port(old_map, model, device_mesh):\n'
+                                      '    layout_map = kd.LayoutMap(device_mesh)\n'
+                                      '    for weight in model.weights:\n'
+                                      '        name = ".".join(weight.path.split("/")[1:])  # tf_keras\' '
+                                      "name: 'mlp3/d1/kernel' -> 'd1.kernel'\n"
+                                      '        exact = [axes for key, axes in old_map if key == name]\n'
+                                      '        first = exact or [axes for key, axes in old_map if '
+                                      're.match(key, name)]  # the first key inserted wins\n'
+                                      '        if first and first[0] is not None:\n'
+                                      '            layout_map[re.escape(weight.path)] = first[0]  # one key '
+                                      'per split weight, for its whole path\n'
+                                      '    return layout_map\n'
+                                      '\n'
+                                      '\n'
+                                      'ported = port(colleague_map, make_mlp3(), device_mesh)\n'
+                                      "print({key: ported[key].axes for key in ported})  # d3's kernel stays "
+                                      "whole: 'd3.kernel' was inserted first"},
                    'q3': {'cell': 'ch8-q3',
-                          'call': 'ex.q3.check(weight_bytes_per_device, weight_bytes_total)',
+                          'call': 'ex.q3.check(weight_bytes_per_device, weight_bytes_total, '
+                                  'pod_bytes_per_device)',
                           'solution': 'weight_bytes_total = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * '
                                       '10 + 10)\n'
                                       'weight_bytes_per_device = 4 * (392 * 256 + 256 + 128 * 128 + 128 + '
-                                      "128 * 10 + 10)  # d1's and d2's rows halved"},
+                                      "128 * 10 + 10)  # d1's and d2's rows halved\n"
+                                      'pod_bytes_per_device = 4 * (98 * 256 + 256 + 32 * 128 + 128 + 128 * '
+                                      "10 + 10)  # the same rows, eighths: 'model' is 8"},
                    'q4': {'cell': 'ch8-q4',
                           'call': 'ex.q4.check(train_one_step)',
                           'solution': 'def train_one_step(make_model, device_mesh, budget_bytes, images, '

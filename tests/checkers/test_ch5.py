@@ -67,9 +67,40 @@ def q1_fn(keras2, mesh, fix="reseed"):
     return init_kernel
 
 
-@pytest.mark.parametrize("fix", ["reseed", "layer first", "probe everywhere", "probe seeded", "layer seeded"])
+@pytest.mark.parametrize("fix", ["reseed", "layer first", "probe seeded"])
 def test_ch5_q1_every_fix_that_keeps_the_clients_in_step_is_right(keras2, mesh42, fix):
     assert_correct(grade(5, "q1", q1_fn(keras2, mesh42, fix)))
+
+
+def test_ch5_q1_every_client_drawing_the_second_kernel_is_in_step_but_wrong(keras2, mesh42):
+    """Issue 37: every client builds the probe (only the chief prints): the clients agree, on tf_keras' SECOND
+    draw, so the model changes when the logging goes. The checker compares with the colleague's layer's kernel."""
+    fix = q1_fn(keras2, mesh42, "probe everywhere")
+    assert_hint(grade(5, "q1", fix), "every client builds the same kernel", "it is the second draw",
+                "Logging must not change the model", "re-seed", points=1)
+    shown = first_try("q1", fix).message
+    assert "the second draw" in shown and "re-seed" not in shown
+
+
+def test_ch5_q1_a_layer_with_a_seed_of_its_own_is_not_the_colleagues(keras2, mesh42):
+    """Issue 37: GlorotUniform(seed=seed) for the layer keeps the clients in step, with another kernel than the
+    colleague's layer draws."""
+    assert_hint(grade(5, "q1", q1_fn(keras2, mesh42, "layer seeded")), "the layer is no longer the colleague's",
+                "seed=seed", points=1)
+
+
+def test_ch5_q1_the_right_kernel_as_numbers_is_named(keras2, mesh42):
+    """Issue 37: the right kernel returned as a NumPy array: the text asks for layer.kernel, and the hint says the
+    numbers are right."""
+    import tensorflow as tf
+
+    fix = q1_fn(keras2, mesh42, "reseed")
+    for copied in (lambda seed, client: fix(seed, client).numpy(),
+                   lambda seed, client: tf.constant(fix(seed, client).numpy())):
+        assert_hint(grade(5, "q1", copied), "layer.kernel: a DVariable on the mesh", "Your numbers are the right "
+                    "kernel's")
+    assert_hint(grade(5, "q1", lambda seed, client: np.zeros((6, 4))), "layer.kernel: a DVariable on the mesh",
+                "keep the colleague's Dense layer")
 
 
 @pytest.mark.parametrize("fix", ["none", "tf.random.set_seed", "np.random.seed"])
@@ -126,7 +157,6 @@ def test_ch5_q1_other_mistakes(keras2, mesh42):
     assert "Keep the colleague's" not in first_try("q1", q1_fn(keras2, mesh42, "tf seed only")).message
     assert_hint(grade(5, "q1", q1_fn(keras2, mesh42, "fixed seed")), "gave the same kernel: use the seed argument",
                 points=1)
-    assert_hint(grade(5, "q1", lambda seed, client: np.zeros((6, 4))), "as a DTensor")
     colleague = q1_fn(keras2, mesh42, "reseed")
     assert_hint(grade(5, "q1", lambda seed: colleague(seed, 0)), "init_kernel(seed, client)")
     assert_hint(grade(5, "q1", "reseed"), "should be a function (seed, client) -> kernel")
@@ -999,7 +1029,7 @@ def test_ch5_right_with_another_seed(keras2, mesh42, name):
 
 
 @pytest.mark.parametrize("name, fragment", [
-    ("q1", "are not ones tf_keras draws"),  # the seeds passed to init_kernel come from the check's seed
+    ("q1", "are not the ones tf_keras draws"),  # the seeds passed to init_kernel come from the check's seed
     ("q4", "the packed global value differs"),  # so does the batch pack_fn packs
 ])
 def test_ch5_data_of_another_seed_is_not_enough(keras2, mesh42, name, fragment):
