@@ -295,26 +295,51 @@ CHAPTERS = {1: {'keras': 'keras3',
                    'q3': {'cell': 'ch5-q3',
                           'call': 'ex.q3.check(layout_map)',
                           'solution': 'layout_map = tf.keras.dtensor.experimental.LayoutMap(mesh=mesh)\n'
-                                      'layout_map[r"up_\\d+\\.kernel"] = dtensor.Layout([dtensor.UNSHARDED, '
-                                      '"model"], mesh)    # by columns, every block\n'
-                                      'layout_map[r"up_\\d+\\.bias"] = dtensor.Layout(["model"], '
-                                      'mesh)                          # the biases of its columns\n'
+                                      'layout_map[r"(up|gate)_\\d+\\.kernel"] = '
+                                      'dtensor.Layout([dtensor.UNSHARDED, "model"], mesh)  # by columns, '
+                                      'both\n'
+                                      'layout_map[r"(up|gate)_\\d+\\.bias"] = dtensor.Layout(["model"], '
+                                      'mesh)    # the biases of their columns\n'
                                       'layout_map[r"down_\\d+\\.kernel"] = dtensor.Layout(["model", '
-                                      'dtensor.UNSHARDED], mesh)   # by rows: its split inputs\n'
-                                      '# No key matches the down biases and logits: they are replicated.'},
+                                      'dtensor.UNSHARDED], mesh)  # by rows: the split product\n'
+                                      '# No key matches the down biases and logits: they are replicated. The '
+                                      'gate is split like up, so that\n'
+                                      '# up * gate multiplies, on each device, the same units of both.'},
                    'q4': {'cell': 'ch5-q4',
                           'call': 'ex.q4.check(pack_fn)',
-                          'solution': 'def pack_fn(images, labels):\n'
-                                      '    images = pack_batch(images, dtensor.Layout.batch_sharded(mesh, '
-                                      '"batch", rank=3, axis=1))  # examples: axis 1\n'
-                                      '    labels = pack_batch(labels, dtensor.Layout.batch_sharded(mesh, '
-                                      '"batch", rank=2, axis=1))  # here too\n'
-                                      '    return images, labels'},
+                          'solution': 'def pack_fn(images, labels, mesh):\n'
+                                      '    examples, groups = images.shape[1], mesh.dim_size("batch")\n'
+                                      '    padded = -(-examples // groups) * groups  # the next multiple of '
+                                      'the groups: every block the same size\n'
+                                      '    extra = padded - examples\n'
+                                      '    images = np.pad(images, [(0, 0), (0, extra), (0, 0)])  # zero '
+                                      'examples after the real ones, on axis 1\n'
+                                      '    labels = np.pad(labels, [(0, 0), (0, extra)])\n'
+                                      '    weights = np.zeros(labels.shape, np.float32)\n'
+                                      '    weights[:, :examples] = 1.0  # the padding weighs nothing in the '
+                                      'mean\n'
+                                      '    tags = dtensor.Layout.batch_sharded(mesh, "batch", rank=2, '
+                                      'axis=1)  # the examples are axis 1 here\n'
+                                      '    return (pack_batch(images, dtensor.Layout.batch_sharded(mesh, '
+                                      '"batch", rank=3, axis=1)),\n'
+                                      '            pack_batch(labels, tags), pack_batch(weights, tags))\n'
+                                      '\n'
+                                      '\n'
+                                      'last_images = np.random.default_rng(0).random((28, 7, 28), '
+                                      'dtype=np.float32)  # the last batch of 7\n'
+                                      'last_labels = np.zeros((28, 7), np.int64)\n'
+                                      'packed_images, packed_labels, packed_weights = pack_fn(last_images, '
+                                      'last_labels, mesh)\n'
+                                      'print(packed_images.shape, '
+                                      'dtensor.fetch_layout(packed_images).sharding_specs,\n'
+                                      '      "| weights per example:", '
+                                      'dtensor.unpack(packed_weights)[-1].numpy()[0])  # the last group: 1 '
+                                      'real, 1 padding'},
                    'q5': {'cell': 'ch5-q5',
                           'call': 'ex.q5.check(memory, choice)',
                           'solution': 'd1_kernel, d1_bias, d2_kernel, d2_bias = 784 * 2048 * 4, 2048 * 4, '
                                       '2048 * 10 * 4, 10 * 4  # bytes, whole\n'
-                                      "batch, model = 2, 4  # this mesh's axis sizes\n"
+                                      "batch, model = 4, 4  # this mesh's axis sizes\n"
                                       "memory = {  # the weights and SGD's momentum (one slot per weight, in "
                                       "the weight's layout): 2 x the weights\n"
                                       '    "data parallel": 2 * (d1_kernel + d1_bias + d2_kernel + '
@@ -325,12 +350,14 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       'd2_kernel // model + d2_bias),\n'
                                       '    "2-D": 2 * (d1_kernel // (batch * model) + d1_bias // model + '
                                       'd2_kernel // model + d2_bias),\n'
+                                      '    "outputs split": None,  # d2\'s 10 outputs do not divide by '
+                                      "model=4 (the chapter's model=2 divides them)\n"
                                       '}\n'
                                       'choice = {\n'
                                       '    "roomy": "tensor parallel",  # fits (3.1 MiB) and sends least; '
                                       '2-D holds less but sends twice as much here\n'
                                       '    "tight": "2-D",              # tensor parallel misses 3 MiB by '
-                                      '110 KB: of those that fit, only 2-D is left\n'
+                                      '110 KB, FSDP-style by 240 KB: only 2-D is left\n'
                                       '}'},
                    'q6': {'cell': 'ch5-q6',
                           'call': 'ex.q6.check(build_on_mesh)',
