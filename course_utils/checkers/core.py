@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from .answers import is_placeholder, short_error
 from .plain import PlainDataError, dumps, loads
 from .notebook_cells import CHAPTERS as NOTEBOOK_CELLS
+from .reach import tools_in_reach
 
 __all__ = ["CORRECT", "INCORRECT", "PARTIAL", "UNANSWERED", "ChapterExercises", "Exercise", "Feedback",
            "Result", "chapter"]
@@ -109,6 +110,11 @@ class Exercise:
     ``None`` an answer (only ``...`` is then a placeholder); ``unanswered`` decides, per answer,
     whether it is still the placeholder, and may be overridden.
 
+    ``revealed_by`` (a prediction that a chapter tool would print): the tools that give the answer away, as
+    ``"module:name"`` specs (:mod:`.reach`). A check made while the notebook's namespace holds one of them scores 0
+    and says why: the prediction counts only when checked before the tool is imported. The grader collects right
+    after the exercise's cell, so the exercise notebook imports such a tool in a later cell.
+
     ``teach_first`` (self-study mode only): the first wrong ``check()`` says what is wrong but holds
     back the parts that give the right answer away (``Feedback.wrong(..., answer=...)``), as a
     graded hand-out does; from the second wrong check on they are shown. ``evaluate()`` and graded
@@ -124,6 +130,7 @@ class Exercise:
     none_is_answer = False
     teach_first = True  # every chapter: the first wrong check says what is wrong, not the answer
     seed = 0  # the inputs of a code answer's check in a learner's kernel (the grader draws its own)
+    revealed_by = ()  # tools ("module:name") that print the answer: the prediction counts only before their import
 
     def __init__(self, chapter, name, cells, mode=SELF_STUDY):
         self.chapter, self.name, self.mode = chapter, name, mode
@@ -173,7 +180,8 @@ class Exercise:
             return dumps({"state": "error", "error": f"it takes {len(self.arguments)} answer(s), "
                                                      f"{len(answers)} given"})
         try:
-            return dumps({"state": "answered", "data": self.collect(*answers, seed=seed)})
+            tools = tools_in_reach(self.revealed_by) if self.revealed_by else []
+            return dumps({"state": "answered", "data": self.collect(*answers, seed=seed), "tools": tools})
         except Exception as err:  # a collect that fails on an answer becomes feedback, judged outside
             return dumps({"state": "error", "error": short_error(err)})
 
@@ -208,6 +216,9 @@ class Exercise:
                           f"The checker could not use your answer ({error}). "
                           f"It is called as {self.call}; see ex.{self.name}.hint().")
         points = max(0, min(int(feedback.points), self.max_points))
+        tools = export.get("tools") if isinstance(export.get("tools"), list) else []
+        if tools and self.revealed_by:
+            return Result(0, self.max_points, INCORRECT, self._revealed_message(tools, points))
         status = CORRECT if points == self.max_points else PARTIAL if points else INCORRECT
         graded = self.mode == GRADED
         message = feedback.render(graded=graded or first_try)
@@ -215,6 +226,15 @@ class Exercise:
             message += (f"\n  (A first try: this says what is wrong, not the answer. Fix it, or ask "
                         f"ex.{self.name}.hint(); a second wrong check shows the answer.)")
         return Result(points, self.max_points, status, message)
+
+    def _revealed_message(self, tools, points):
+        """What a check says when a tool of ``revealed_by`` was in reach (``points``: what the answers would earn)."""
+        names = " and ".join(f"`{str(name)[:60]}`" for name in tools[:3])
+        return (f"  {NO_MARK} This notebook had imported {names} before this check, and it prints this exercise's "
+                f"answer. The exercise asks for your prediction first: it counts only when it is checked before "
+                f"the tool is imported. Restart the kernel, run the cells from the top down to this exercise (the "
+                f"notebook imports the tool after it), and check again.\n"
+                f"  (Judged anyway, your answer would earn {points}/{self.max_points}.)")
 
     def check(self, *args, **kwargs):
         """Grade the answer and print the feedback (with ``teach_first``, the first wrong one without the answer)."""
