@@ -99,8 +99,10 @@ def _same_values(got, want, rtol, atol=1e-6):
     return got.shape == np.shape(want) and got.dtype.kind in "biuf" and bool(np.allclose(got, want, rtol, atol))
 
 
-def reference_adam(w0, grads, lr, frozen_step=None, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
-    """The weights after each step of Keras' Adam; ``frozen_step`` keeps t constant (the bug)."""
+def reference_adam(w0, grads, lr, frozen_step=None, beta_1=0.9, beta_2=0.999, epsilon=1e-7, algorithm_1=False):
+    """The weights after each step of Keras' Adam; ``frozen_step`` keeps t constant (the bug). ``algorithm_1``: the
+    paper's Algorithm 1, epsilon added to the bias-corrected sqrt(v_hat) (tf_keras' ``adaptive_epsilon=True``, the
+    chapter's Adam); by default Keras', epsilon added to sqrt(v) (the form just before Section 2.1 of the paper)."""
     import numpy as np
 
     w, m, v, history = w0.astype("float64"), np.zeros_like(w0, "float64"), np.zeros_like(w0, "float64"), []
@@ -108,7 +110,10 @@ def reference_adam(w0, grads, lr, frozen_step=None, beta_1=0.9, beta_2=0.999, ep
         t = frozen_step or i
         m = m + (g - m) * (1 - beta_1)
         v = v + (g * g - v) * (1 - beta_2)
-        w = w - lr * math.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t) * m / (np.sqrt(v) + epsilon)
+        if algorithm_1:
+            w = w - lr * (m / (1 - beta_1 ** t)) / (np.sqrt(v / (1 - beta_2 ** t)) + epsilon)
+        else:
+            w = w - lr * math.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t) * m / (np.sqrt(v) + epsilon)
         history.append(w.copy())
     return history
 
@@ -171,9 +176,7 @@ class FrozenStep(Exercise):
             return fb
         if data["kind"] == ERROR:
             message = str(data["error"])
-            if "NoneType" in message and "callable" in message:
-                fb.wrong(f"Your optimizer raised {message}. It calls make_slots from exercise 3: solve that first.")
-            elif "int64" in message + data.get("tail", "") and "float" in message + data.get("tail", ""):
+            if "int64" in message + data.get("tail", "") and "float" in message + data.get("tail", ""):
                 fb.wrong(f"Your optimizer raised {message}. An integer step cannot be a power of a float beta: "
                          f"beta_1 ** t needs t as a float.",
                          answer="Keep the step as float32 (mesh_scalar(tf.float32, mesh)) or use "
@@ -186,10 +189,15 @@ class FrozenStep(Exercise):
         history = list(data["history"])
         if len(history) != len(grads):
             raise ValueError(f"{len(history)} weight values for {len(grads)} steps")
-        reference = reference_adam(w0, grads, ADAM_RATE)
-        ok = [_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in zip(history, reference)]
+        matches = {form: [_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in
+                          zip(history, reference_adam(w0, grads, ADAM_RATE, algorithm_1=form == "Algorithm 1"))]
+                   for form in ("Keras' default", "Algorithm 1")}
+        form, ok = max(matches.items(), key=lambda item: sum(item[1]))
         if all(ok):
-            fb.right("three steps inside tf.function match Keras' Adam (bias correction with t = 1, 2, 3).", points=3)
+            where = ("epsilon added to sqrt(v)" if form == "Keras' default" else
+                     "Algorithm 1's epsilon, added to sqrt(v_hat): adaptive_epsilon=True")
+            fb.right(f"three steps inside tf.function match Keras' Adam ({where}; bias correction with t = 1, 2, 3).",
+                     points=3)
             return fb
         import numpy as np
 
@@ -213,8 +221,8 @@ class FrozenStep(Exercise):
                                 "mesh_scalar(tf.float32, mesh): one variable of the mesh, incremented once per call.")
                 return fb
         for frozen in (1, 2):
-            wrong = reference_adam(w0, grads, ADAM_RATE, frozen_step=frozen)
-            if all(_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in zip(history, wrong)):
+            wrongs = [reference_adam(w0, grads, ADAM_RATE, frozen_step=frozen, algorithm_1=flag) for flag in (False, True)]
+            if any(all(_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in zip(history, wrong)) for wrong in wrongs):
                 eager = "" if data["traced_apply"] is True else (
                     " Removing @tf.function only hides this: a training step runs apply inside a tf.function, "
                     "and so does this checker.")
@@ -236,9 +244,10 @@ class FrozenStep(Exercise):
             fb.wrong("steps 2 and 3 do not; check how the step count t and the moments m and v carry over from one "
                      "step to the next.")
         else:
-            fb.wrong("the first step already differs from Keras' Adam (lr=0.1).",
+            fb.wrong("the first step already differs from Keras' Adam (lr=0.1), with either placement of epsilon.",
                      answer="Check the update m += (g - m) * (1 - beta_1), v += (g*g - v) * (1 - beta_2), "
-                            "w -= lr * sqrt(1 - beta_2**t) / (1 - beta_1**t) * m / (sqrt(v) + epsilon).")
+                            "w -= lr * sqrt(1 - beta_2**t) / (1 - beta_1**t) * m / (sqrt(v) + epsilon) (or Algorithm "
+                            "1's w -= lr * m_hat / (sqrt(v_hat) + epsilon)).")
         return fb
 
 

@@ -464,30 +464,40 @@ CHAPTERS = {1: {'keras': 'keras3',
      'dtensor': True,
      'exercises': {'q1': {'cell': 'ch6-q1',
                           'call': 'ex.q1.check(xavier_limit, init_weight)',
-                          'solution': 'def xavier_limit(fan_in, fan_out):\n'
+                          'solution': 'def xavier_limit(shape):\n'
+                                      '    receptive_field = math.prod(shape[:-2])  # 1 for a dense kernel, '
+                                      "height x width for a convolution's\n"
+                                      '    fan_in, fan_out = shape[-2] * receptive_field, shape[-1] * '
+                                      'receptive_field\n'
                                       '    return math.sqrt(6.0 / (fan_in + fan_out))\n'
                                       '\n'
                                       '\n'
                                       'def init_weight(shape, layout, seed):\n'
-                                      '    limit = xavier_limit(*shape)\n'
+                                      '    limit = xavier_limit(shape)\n'
                                       '    value = '
                                       'dtensor.call_with_layout(tf.function(tf.random.stateless_uniform), '
                                       'layout,\n'
                                       '                                     shape=shape, seed=seed, '
-                                      'minval=-limit, maxval=limit)\n'
-                                      '    return dtensor.DVariable(value)'},
-                   'q2': {'cell': 'ch6-q2',
-                          'call': 'ex.q2.check(model)',
-                          'solution': 'class MLP(tf.Module):\n'
-                                      '    """784 -> 300 -> 100 -> 10: column-parallel, then row-parallel, '
-                                      'then a replicated output layer."""\n'
+                                      'minval=-limit, maxval=limit)  # each device: its block\n'
+                                      '    return dtensor.DVariable(value)\n'
                                       '\n'
-                                      '    def __init__(self, mesh):\n'
+                                      '\n'
+                                      'conv = init_weight([3, 3, 8, 32], dtensor.Layout([dtensor.UNSHARDED] '
+                                      '* 3 + ["model"], mesh), [1, 2])\n'
+                                      'print(f"limit {xavier_limit([3, 3, 8, 32]):.4f} | block on each '
+                                      'device:", dtensor.unpack(conv.read_value())[0].shape)'},
+                   'q2': {'cell': 'ch6-q2',
+                          'call': 'ex.q2.check(MLP)',
+                          'solution': 'class MLP(tf.Module):\n'
+                                      '    """784 -> hidden sizes -> 10: hidden layers column-, row-, '
+                                      'column-parallel, ...; a replicated output layer."""\n'
+                                      '\n'
+                                      '    def __init__(self, mesh, hidden_sizes=HIDDEN_SIZES):\n'
                                       '        super().__init__()\n'
                                       '        U = dtensor.UNSHARDED\n'
                                       '        layouts = [dtensor.Layout([U, "model"], mesh), '
                                       'dtensor.Layout(["model", U], mesh)]\n'
-                                      '        hidden_sizes = list(HIDDEN_SIZES)\n'
+                                      '        hidden_sizes = list(hidden_sizes)\n'
                                       '        self.layers = []\n'
                                       '        input_size = 784\n'
                                       '        while hidden_sizes:\n'
@@ -495,11 +505,11 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       'pop() took the last: 784 -> 100 -> 300 -> 10\n'
                                       '            self.layers.append(Dense(input_size, output_size, [1, '
                                       'len(self.layers) + 1],\n'
-                                      '                                     layouts[len(self.layers)], '
-                                      'tf.nn.relu))\n'
+                                      '                                     layouts[len(self.layers) % 2], '
+                                      'tf.nn.relu))  # alternate: a third layer exists\n'
                                       '            input_size = output_size\n'
-                                      '        self.layers.append(Dense(input_size, 10, [1, 3], '
-                                      'dtensor.Layout([U, U], mesh)))\n'
+                                      '        self.layers.append(Dense(input_size, 10, [1, len(self.layers) '
+                                      '+ 1], dtensor.Layout([U, U], mesh)))\n'
                                       '\n'
                                       '    def __call__(self, x):\n'
                                       '        for layer in self.layers:\n'
@@ -507,20 +517,30 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       '        return x\n'
                                       '\n'
                                       '\n'
-                                      'model = MLP(mesh)\n'
-                                      'print([tuple(v.shape) for v in model.trainable_variables])'},
+                                      'print([tuple(v.shape) for v in MLP(mesh).trainable_variables])\n'
+                                      'print([tuple(v.shape) for v in MLP(mesh, hidden_sizes=[96, 64, '
+                                      '32]).trainable_variables])'},
                    'q3': {'cell': 'ch6-q3',
-                          'call': 'ex.q3.check(make_slots)',
-                          'solution': 'def make_slots(variable):\n'
+                          'call': 'ex.q3.check(make_factored_slots)',
+                          'solution': 'def make_factored_slots(variable):\n'
                                       '    layout = dtensor.fetch_layout(variable)\n'
+                                      "    rows_spec, cols_spec = layout.sharding_specs  # how the weight's "
+                                      'rows and columns are split\n'
                                       '\n'
-                                      '    def zeros():\n'
+                                      '    def zeros(size, spec):\n'
                                       '        return dtensor.DVariable(dtensor.call_with_layout(tf.zeros, '
-                                      'layout, shape=variable.shape,\n'
+                                      'dtensor.Layout([spec], layout.mesh),\n'
                                       '                                                          '
-                                      'dtype=variable.dtype))\n'
+                                      'shape=[size], dtype=variable.dtype))\n'
                                       '\n'
-                                      '    return zeros(), zeros()'},
+                                      '    return zeros(variable.shape[0], rows_spec), '
+                                      'zeros(variable.shape[1], cols_spec)\n'
+                                      '\n'
+                                      '\n'
+                                      'weight = dtensor.DVariable(pack_batch(tf.zeros([8, 12]), '
+                                      'dtensor.Layout(["batch", "model"], mesh)))\n'
+                                      'print([dtensor.fetch_layout(slot).sharding_specs for slot in '
+                                      'make_factored_slots(weight)])'},
                    'q4': {'cell': 'ch6-q4',
                           'call': 'ex.q4.check(FixedAdam)',
                           'solution': 'class FixedAdam(tf.Module):\n'
@@ -538,9 +558,8 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       'dtensor.fetch_layout(self.params[0]).mesh)\n'
                                       '        self.m, self.v = [], []\n'
                                       '        for param in self.params:\n'
-                                      '            m, v = make_slots(param)\n'
-                                      '            self.m.append(m)\n'
-                                      '            self.v.append(v)\n'
+                                      '            self.m.append(zeros_on_mesh(param))\n'
+                                      '            self.v.append(zeros_on_mesh(param))\n'
                                       '\n'
                                       '    @tf.function\n'
                                       '    def apply(self, gradients):\n'
@@ -652,7 +671,61 @@ CHAPTERS = {1: {'keras': 'keras3',
                                       'speedup = (12 * 4) / (12 + 4 - 1)                                # '
                                       '3.2, not 4: the bubble costs a fifth\n'
                                       'micro_batches = next(m for m in range(1, 1000) if (8 - 1) / (m + 8 - '
-                                      '1) <= 0.1)  # 63'}}},
+                                      '1) <= 0.1)  # 63'},
+                   'q5': {'cell': 'ch7-q5',
+                          'call': 'ex.q5.check(moe_layer)',
+                          'solution': 'from course_utils import collectives_run_by\n'
+                                      '\n'
+                                      '\n'
+                                      'def moe_layer(tokens, expert_of, experts, capacity, mesh):\n'
+                                      '    groups, experts_count = mesh.dim_size("model"), experts.shape[0]\n'
+                                      '    per_group, d = tokens.shape[0] // groups, tokens.shape[1]\n'
+                                      "    # On the host: each token's slot within its group and expert (its "
+                                      "rank among the group's tokens for that expert).\n"
+                                      '    chosen = np.eye(experts_count, '
+                                      'dtype=np.float32)[expert_of].reshape(groups, per_group, '
+                                      'experts_count)\n'
+                                      '    slot = (np.cumsum(chosen, axis=1) - 1) * chosen  # 0, 1, ... for '
+                                      'the chosen expert\n'
+                                      '    dispatch = np.zeros((groups, per_group, experts_count, capacity), '
+                                      'np.float32)\n'
+                                      '    g, s, e = np.nonzero(chosen)\n'
+                                      '    kept = slot[g, s, e] < capacity  # the tokens beyond the capacity '
+                                      'get no slot: dropped\n'
+                                      '    dispatch[g[kept], s[kept], e[kept], slot[g, s, '
+                                      'e][kept].astype(int)] = 1.0\n'
+                                      '\n'
+                                      "    def on_model(value):  # split over 'model' along axis 0: the "
+                                      'groups, or the experts\n'
+                                      '        return pack_batch(value, dtensor.Layout(["model"] + [U] * '
+                                      '(value.ndim - 1), mesh))\n'
+                                      '\n'
+                                      '    @tf.function\n'
+                                      '    def layer(dispatch, grouped, weights):\n'
+                                      '        slots = tf.einsum("gsec,gsd->egcd", dispatch, '
+                                      "grouped)            # each device: its group's slots\n"
+                                      '        to_experts = dtensor.relayout(slots, dtensor.Layout(["model", '
+                                      'U, U, U], mesh))  # all-to-all\n'
+                                      '        computed = tf.einsum("egcd,edf->egcf", to_experts, '
+                                      'weights)      # each device: its own expert\n'
+                                      '        back = dtensor.relayout(computed, dtensor.Layout([U, "model", '
+                                      'U, U], mesh))     # all-to-all back\n'
+                                      '        return tf.einsum("gsec,egcf->gsf", dispatch, '
+                                      "back)               # each token: its slot's output, or 0\n"
+                                      '\n'
+                                      '    return layer(on_model(dispatch), on_model(tokens.reshape(groups, '
+                                      'per_group, d)), on_model(experts))\n'
+                                      '\n'
+                                      '\n'
+                                      'expert_mesh = make_mesh([("model", 4)])\n'
+                                      'moe_rng = np.random.default_rng(1)\n'
+                                      'my_tokens, my_choice = moe_rng.normal(size=(16, '
+                                      '4)).astype(np.float32), moe_rng.integers(0, 4, 16)\n'
+                                      'my_experts = moe_rng.normal(size=(4, 4, 6)).astype(np.float32)\n'
+                                      'for run in collectives_run_by(lambda: moe_layer(my_tokens, my_choice, '
+                                      'my_experts, 2, expert_mesh)):\n'
+                                      '    print(run)  # two all-to-alls of 4 experts x 2 slots x (4, then '
+                                      '6) float32 per device'}}},
  8: {'keras': 'keras3-jax',
      'dtensor': True,
      'exercises': {'q1': {'cell': 'ch8-q1',
