@@ -2,7 +2,7 @@
 tokens and measured.
 
 ``collect`` calls the learner's ``moe_layer`` on the checker's cases (tokens, router choices and experts drawn from
-the check's seed), then once more under the profiler (``collectives_run_by``), and sends the output (a DTensor's
+the check's seed) under the profiler (``collectives_run_by``), and sends the output (a DTensor's
 layout and blocks) and the collectives as plain data; ``judge`` computes the layer in NumPy.
 """
 from .answers import global_numpy, layout_of, mesh_dims, short_error, specs
@@ -82,8 +82,8 @@ class ExpertsWithCapacity(Exercise):
     )
 
     def collect(self, moe_layer, seed=0):
-        """Call ``moe_layer(tokens, expert_of, experts, capacity, mesh)`` on each case of :data:`MOE_CASES`, then once
-        more under the profiler.
+        """Call ``moe_layer(tokens, expert_of, experts, capacity, mesh)`` on each case of :data:`MOE_CASES`, under the
+        profiler (``collectives_run_by`` calls it twice and records the second call's collectives).
 
         Crosses: ``{"callable": False}``, or ``{"callable": True, "cases": [{"mesh": [(axis, size), ...], "error"}
         or {"mesh", "output": what it returned (a DTensor crosses with its layout and blocks), "runs": [(kind, axes,
@@ -97,21 +97,21 @@ class ExpertsWithCapacity(Exercise):
         for case in MOE_CASES:
             mesh = moe_mesh(case["mesh"])
             tokens, expert_of, experts = moe_case(case, seed)
-            found = {"mesh": mesh_dims(mesh)}
+            found, outputs = {"mesh": mesh_dims(mesh)}, []
             cases.append(found)
 
             def call():
-                return moe_layer(tokens.copy(), expert_of.copy(), experts.copy(), case["capacity"], mesh)
+                outputs.append(moe_layer(tokens.copy(), expert_of.copy(), experts.copy(), case["capacity"], mesh))
+                return outputs[-1]
 
-            try:
-                found["output"] = call()
-            except Exception as err:
-                found["error"] = short_error(err)
-                break
-            try:
+            try:  # the profiler calls it twice (the first compiles), and reads the second call's collectives
                 found["runs"] = [(run.kind, tuple(run.axes), run.tensor_bytes) for run in collectives_run_by(call)]
             except Exception as err:
+                if not outputs:  # moe_layer itself raised
+                    found["error"] = short_error(err)
+                    break
                 found["profile_error"] = short_error(err)
+            found["output"] = outputs[-1]
         return {"callable": True, "cases": cases}
 
     def judge(self, data, seed=0):

@@ -31,9 +31,10 @@ class _ModelMaker:
 
         build = {"distribution": kd.distribution(), "model": None, "held": None, "calls": []}
         self.builds.append(build)
-        model = keras.Sequential(
+        model = keras.Sequential(  # zeros, then the checker's values: no random initializer to compile per shape
             [keras.Input(self.input_shape), keras.layers.Flatten()]
-            + [keras.layers.Dense(units, activation=activation, name=name) for name, units, activation in self.layers],
+            + [keras.layers.Dense(units, activation=activation, name=name, kernel_initializer="zeros")
+               for name, units, activation in self.layers],
             name=self.model_name)
         for weight in model.weights:
             weight.assign(self.values[weight.path])
