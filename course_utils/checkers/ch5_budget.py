@@ -183,7 +183,8 @@ class MemoryBudget(Exercise):
         """{what went wrong: {placement: bytes}}: the totals of typical slips, in the order they are told."""
         of = _reference_budget_memory_of
         slips = {"weights": of(BUDGET_HIDDEN, BUDGET_MESH, 0), "adam": of(BUDGET_HIDDEN, BUDGET_MESH, 2),
-                 "chapter, adam": of(BUDGET_HIDDEN, CHAPTER_MESH, 2), "chapter mesh": of(BUDGET_HIDDEN, CHAPTER_MESH, 1),
+                 "chapter, adam": of(BUDGET_HIDDEN, CHAPTER_MESH, 2),
+                 "chapter mesh": of(BUDGET_HIDDEN, CHAPTER_MESH, 1),
                  "uneven": of(BUDGET_HIDDEN, BUDGET_MESH, 1, divisible=False)}
         slips["128"] = {name: {of(128, mesh, slots)[name] + counter for mesh in (BUDGET_MESH, CHAPTER_MESH)
                                for slots in (0, 1, 2) for counter in (0, 8) if of(128, mesh, slots)[name] is not None}

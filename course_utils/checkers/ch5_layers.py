@@ -169,8 +169,8 @@ class Seeds(Exercise):
             fb.wrong("every client builds the same kernel, but the layer is no longer the colleague's: its initializer "
                      "now has a seed of its own (seed=seed), so its kernel is not the one the colleague's layer draws "
                      "from the global seed. Fix the draw, not the layer.",
-                     answer="Keep the layer's default initializer and re-seed with tf.keras.utils.set_random_seed(seed) "
-                            "right before building it.")
+                     answer="Keep the layer's default initializer and re-seed with "
+                            "tf.keras.utils.set_random_seed(seed) right before building it.")
         elif all(kind is not None and kind.startswith("draw") for kind in how) and FIRST_DRAW not in how:
             which = "the second draw" if set(how) == {"draw 2"} else "a later draw"
             fb.wrong(f"every client builds the same kernel, but it is {which} of tf_keras' seed generator after "

@@ -178,8 +178,9 @@ class PadTheLastBatch(Exercise):
             elif "batch" not in given:
                 why = "it is replicated: every device would hold every example"
             elif given.index("batch") != EXAMPLES_AXIS:
-                why = (f"'batch' splits axis {given.index('batch')}, {what.get(given.index('batch'), 'not the examples')}"
-                       f": each device would hold part of EVERY example. Which axis holds the examples here?")
+                split = given.index("batch")
+                why = (f"'batch' splits axis {split}, {what.get(split, 'not the examples')}: each device would hold "
+                       f"part of EVERY example. Which axis holds the examples here?")
             else:
                 why = "it splits more than the examples"
             return f"layout {given} ({where}): {why}", f"Expected {right}: the examples (axis 1) over 'batch'."

@@ -572,8 +572,8 @@ class FactoredSlots(Exercise):
         """Calls make_factored_slots on a DVariable whose shape, layout and value are drawn from ``seed``.
 
         What crosses: ``{"kind": "pair", "same": whether v_row is v_col, "mesh": the weight's mesh, "slots": [{"type",
-        "variable", "specs", "mesh", "shape", "value"} of v_row and of v_col]}``; ``{"kind": "not a pair", "type": ...}``
-        when it returned something else; the error it raised, as text; the type's name of an answer that is not
+        "variable", "specs", "mesh", "shape", "value"} of v_row and of v_col]}``; ``{"kind": "not a pair", "type":
+        ...}`` when it returned something else; the error it raised, as text; the type's name of an answer that is not
         callable.
         """
         if not callable(make_factored_slots):

@@ -221,7 +221,8 @@ class FrozenStep(Exercise):
                                 "mesh_scalar(tf.float32, mesh): one variable of the mesh, incremented once per call.")
                 return fb
         for frozen in (1, 2):
-            wrongs = [reference_adam(w0, grads, ADAM_RATE, frozen_step=frozen, algorithm_1=flag) for flag in (False, True)]
+            wrongs = [reference_adam(w0, grads, ADAM_RATE, frozen_step=frozen, algorithm_1=flag)
+                      for flag in (False, True)]
             if any(all(_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in zip(history, wrong)) for wrong in wrongs):
                 eager = "" if data["traced_apply"] is True else (
                     " Removing @tf.function only hides this: a training step runs apply inside a tf.function, "

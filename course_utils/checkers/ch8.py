@@ -220,7 +220,8 @@ class PredictBytes(Exercise):
         elif near(total):
             fb.wrong(f"{name}: that is the whole model; the colleague's map splits some weights over 'model' on the "
                      f"pod too.")
-        elif near(_reference_bytes_per_device(layouts, {"batch": 8, "model": 64})) or near(total / 64) or near(total // 64):
+        elif (near(_reference_bytes_per_device(layouts, {"batch": 8, "model": 64})) or near(total / 64)
+              or near(total // 64)):
             fb.wrong(f"{name}: 'batch' splits the data, not the weights: a weight is split only along the mesh axes "
                      f"its layout names, and 'model' has {POD_AXES['model']} devices.", answer=answer)
         elif near(want / 4):

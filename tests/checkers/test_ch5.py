@@ -342,9 +342,12 @@ def test_ch5_q3_the_gated_blocks_run_one_all_reduce_each(keras2, mesh42):
     logits = forward(packed)
     runs = collectives_run_by(lambda: forward(packed))
     assert [(run.kind, run.axes) for run in runs] == [("all-reduce", ("model",))] * 2, runs
-    weights = {f"{layer.name}.{a}": dtensor.unpack(dtensor.relayout(
-        getattr(layer, a).read_value(), dtensor.Layout.replicated(mesh42, rank=len(getattr(layer, a).shape))))[0].numpy()
-        for layer in model.layers if layer.weights for a in ("kernel", "bias")}
+    def whole(variable):
+        replicated = dtensor.Layout.replicated(mesh42, rank=len(variable.shape))
+        return dtensor.unpack(dtensor.relayout(variable.read_value(), replicated))[0].numpy()
+
+    weights = {f"{layer.name}.{a}": whole(getattr(layer, a)) for layer in model.layers if layer.weights
+               for a in ("kernel", "bias")}
     h = x
     for block in (1, 2):
         up = np.maximum(h @ weights[f"up_{block}.kernel"] + weights[f"up_{block}.bias"], 0)
@@ -533,7 +536,8 @@ def test_ch5_q4_the_question_is_what_a_time_major_tagger_reads(keras2, mesh42):
         return tf.reduce_sum(w * per_tag) / tf.reduce_sum(w)
 
     got = float(dtensor.unpack(weighted_loss(packed_images, packed_labels, packed_weights))[0])
-    want = float(tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=images[:, :, :10])))
+    per_tag = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=images[:, :, :10])
+    want = float(tf.reduce_mean(per_tag))
     assert got == pytest.approx(want, rel=1e-5)
 
 
@@ -698,8 +702,8 @@ def test_ch5_q5_a_placement_this_mesh_cannot_hold():
 def test_ch5_q5_the_chapters_table_copied_is_refused():
     """Item 4: the chapter's cell c50h with d1 widened to 2048 gives Adam's bytes on batch=4 x model=2."""
     result = grade(5, "q5", CHAPTER_ADAM, CHOICE)
-    assert_hint(result, "Adam's bytes on the chapter's batch=4 x model=2 mesh", "SGD with momentum, on batch=4 x model=4",
-                points=1)  # the choice; data parallel's bytes do not depend on the mesh: told as Adam's two slots
+    assert_hint(result, "Adam's bytes on the chapter's batch=4 x model=2 mesh",
+                "SGD with momentum, on batch=4 x model=4", points=1)  # the choice; data parallel's bytes do not depend on the mesh: told as Adam's two slots
     assert "two slots per weight, as Adam keeps" in result.message
     with_counter = {k: v + 8 for k, v in CHAPTER_ADAM.items()}
     assert "the chapter's batch=4 x model=2 mesh" in grade(5, "q5", with_counter, CHOICE).message

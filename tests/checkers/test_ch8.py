@@ -686,8 +686,9 @@ def test_ch8_the_sandbox_copy_states_no_answer(name):
     for gone in ("MYSTERY_SPEC", "MYSTERY_SHARD_SHAPE", "MYSTERY_COPIES"):
         assert not hasattr(module, gone), gone
     spec, shard_shape, copies = ch8._reference_mystery()
-    port_answers = [ch8_port._reference_tf_keras_axes(case["map"], [f"{case['model']}/{n}/{a}" for n, _ in case["layers"]
-                                                                    for a in ("kernel", "bias")])
+    port_answers = [ch8_port._reference_tf_keras_axes(case["map"], [f"{case['model']}/{name}/{attribute}"
+                                                                    for name, _ in case["layers"]
+                                                                    for attribute in ("kernel", "bias")])
                     for case in ch8_port.PORT_CASES]
     for answer in (ch8._reference_mystery(), spec, shard_shape, ch8._reference_port_axes(),
                    ch8._reference_bytes_per_device(), ch8._reference_bytes_per_device(mesh_axes=ch8.POD_AXES),
