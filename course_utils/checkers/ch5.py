@@ -226,5 +226,6 @@ class LayoutMapKeys(Exercise):
 # Exercise 6: build_on_mesh(mesh, weights, budget) -> (model, optimizer, step), run on the checker's own cases.
 
 
-CHAPTER = chapter(5, "DTensor with Keras", [Seeds, EmbeddingTable, LayoutMapKeys, PadTheLastBatch, MemoryBudget,
-                                            BuildOnMesh])
+CHAPTER = chapter(5, "DTensor with Keras", {
+    "q1": Seeds, "q2": EmbeddingTable, "q3": LayoutMapKeys, "q4": PadTheLastBatch, "q5": MemoryBudget,
+    "q6": BuildOnMesh})

@@ -666,4 +666,4 @@ def __getattr__(name):
 
 
 CHAPTER = chapter(6, "Core-API MLP with a hand-written Adam",
-                  [XavierInit, HiddenSizeBug, FactoredSlots, FrozenStep, BrokenVariable])
+                  {"q1": XavierInit, "q2": HiddenSizeBug, "q3": FactoredSlots, "q4": FrozenStep, "q5": BrokenVariable})

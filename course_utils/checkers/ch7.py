@@ -463,5 +463,6 @@ class PipelineBubble(Exercise):
         return False
 
 
-CHAPTER = chapter(7, "Where next", [RestoreOnAnotherMesh, LayoutMapRules, NameTheParallelism, PipelineBubble,
-                                   ExpertsWithCapacity])
+CHAPTER = chapter(7, "Where next", {
+    "q1": RestoreOnAnotherMesh, "q2": LayoutMapRules, "q3": NameTheParallelism, "q4": PipelineBubble,
+    "q5": ExpertsWithCapacity})
