@@ -118,6 +118,9 @@ class MemoryBudget(Exercise):
     title = "The cheapest placement that fits a memory budget"
     points = 6
     none_is_answer = True  # None answers "this mesh cannot hold it"; the placeholders are `...`
+    # A prediction: matmul_cost prices a kernel on mesh sizes alone (a 16-device mesh too) and prints the bytes each
+    # device holds; the check counts only while the notebook has not imported it.
+    revealed_by = ("course_utils.costs:matmul_cost",)
     hints = (
         "Bytes one device holds for a weight: 4 bytes per number, divided by the size of every mesh axis that "
         "splits it, on THIS mesh, if that size divides the axis. Then the optimizer's state: how many slots per "

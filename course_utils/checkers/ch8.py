@@ -179,6 +179,9 @@ UNITS = ((2 ** 20, "MiB"), (2 ** 10, "KiB"), (10 ** 6, "MB"), (10 ** 3, "kB"))
 class PredictBytes(Exercise):
     title = "Predict the bytes each device holds, here and on a pod"
     points = 3
+    # A prediction: matmul_cost prices a kernel on mesh sizes alone (the pod's too) and prints the bytes each device
+    # holds; the check counts only while the notebook has not imported it.
+    revealed_by = ("course_utils.costs:matmul_cost",)
     hints = (
         "Go weight by weight: how much of each weight does one device keep under the colleague's layouts, and how "
         "many bytes does one float32 take? On the pod, the same layouts meet a mesh whose axes have other sizes.",

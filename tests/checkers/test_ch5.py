@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from course_utils.checkers import ch5, ch5_budget, ch5_build, ch5_layers, exercises
-from helpers import assert_correct, assert_hint, grade, stripped_exercise
+from helpers import assert_correct, assert_hint, assert_tool_not_imported_before, grade, stripped_exercise
 
 
 def first_try(name, *args):
@@ -684,6 +684,21 @@ def test_ch5_q5_memory_budget():
     assert_hint(grade(5, "q5", MEMORY, "tensor parallel"), "give a dict with a placement for each budget", points=5)
     assert_hint(grade(5, "q5", dict(MEMORY, **{"2-D": ...}), CHOICE), "2-D: not answered yet", points=5)
     assert grade(5, "q5", {k: ... for k in MEMORY}, {"roomy": ..., "tight": ...}).status == "unanswered"
+
+
+def test_ch5_q5_counts_only_before_matmul_cost_is_imported(monkeypatch):
+    """Issue 37: matmul_cost prices a kernel on mesh sizes alone (16 devices too), so the prediction counts only
+    while the notebook has not imported it; the exercise notebook never imports it."""
+    import sys
+
+    from course_utils import costs
+
+    monkeypatch.setitem(vars(sys.modules["__main__"]), "matmul_cost", costs.matmul_cost)
+    result = grade(5, "q5", MEMORY, CHOICE)
+    assert result.points == 0 and "`matmul_cost`" in result.message, result.message
+    monkeypatch.delitem(vars(sys.modules["__main__"]), "matmul_cost")
+    assert_correct(grade(5, "q5", MEMORY, CHOICE))
+    assert_tool_not_imported_before("05_dtensor_with_keras.ipynb", "ch5-q5", "matmul_cost")
 
 
 def test_ch5_q5_a_placement_this_mesh_cannot_hold():

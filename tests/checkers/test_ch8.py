@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from course_utils.checkers import exercises
-from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
+from helpers import (assert_correct, assert_hint, assert_tool_not_imported_before, grade, holding, sandbox_copy,
+                     stripped_exercise)
 
 
 @pytest.fixture(scope="module")
@@ -302,6 +303,21 @@ def test_ch8_q3_wrong_answers(per_device, total, fragment, points):
 ])
 def test_ch8_q3_the_pod_cannot_be_measured_only_predicted(pod, fragment):
     assert_hint(grade(8, "q3", PER_DEVICE, TOTAL, pod), fragment, points=2)
+
+
+def test_ch8_q3_counts_only_before_matmul_cost_is_imported(monkeypatch):
+    """Issue 37: matmul_cost prices a kernel on the pod's sizes without building the pod, so the prediction counts
+    only while the notebook has not imported it; the exercise notebook never imports it."""
+    import sys
+
+    from course_utils import costs
+
+    monkeypatch.setitem(vars(sys.modules["__main__"]), "costs", costs)  # a module that holds it counts too
+    result = grade(8, "q3", PER_DEVICE, TOTAL, POD)
+    assert result.points == 0 and "`matmul_cost`" in result.message, result.message
+    monkeypatch.delitem(vars(sys.modules["__main__"]), "costs")
+    assert_correct(grade(8, "q3", PER_DEVICE, TOTAL, POD))
+    assert_tool_not_imported_before("08_keras3_on_jax.ipynb", "ch8-q3", "matmul_cost")
 
 
 def test_ch8_q3_first_wrong_check_does_not_do_the_arithmetic():
