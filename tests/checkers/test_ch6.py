@@ -397,18 +397,24 @@ def _adam_classes():
     from tensorflow.experimental import dtensor
 
     class BuggyAdam(tf.Module):
-        def __init__(self, params, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+        def __init__(self, params, learning_rate=0.001, warmup_steps=1000, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
             super().__init__()
             self.params = list(params)
-            self.learning_rate, self.beta_1, self.beta_2, self.epsilon = learning_rate, beta_1, beta_2, epsilon
+            self.learning_rate, self.warmup_steps = learning_rate, warmup_steps
+            self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
             self.step = 0
             self.m, self.v = zip(*[make_slots(p) for p in self.params])
 
         @tf.function
         def apply(self, gradients):
             self.step += 1
-            alpha = self.learning_rate * math.sqrt(1 - self.beta_2 ** self.step) / (1 - self.beta_1 ** self.step)
-            self._update(gradients, alpha)
+            self._update(gradients, self._alpha(self.step))
+
+        def _alpha(self, t, warmup_t=None):
+            """The step's size: the bias correction for t, the warm-up for warmup_t (t unless told)."""
+            correction = tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t)
+            return self.learning_rate * tf.minimum(1.0, (t if warmup_t is None else warmup_t) / self.warmup_steps) \
+                * correction
 
         def _update(self, gradients, alpha):
             for p, g, m, v in zip(self.params, gradients, self.m, self.v):
@@ -427,7 +433,7 @@ def _adam_classes():
         def apply(self, gradients):
             self.step.assign_add(1.0)
             t = self.step.read_value()
-            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+            self._update(gradients, self._alpha(t))
 
     class NoMomentum(FixedAdam):
         @tf.function
@@ -436,7 +442,7 @@ def _adam_classes():
             for m in self.m:
                 m.assign(tf.zeros_like(m))
             t = self.step.read_value()
-            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+            self._update(gradients, self._alpha(t))
 
     class Sgd(FixedAdam):
         @tf.function
@@ -456,8 +462,7 @@ def _adam_classes():
 
         def apply(self, gradients):
             self.step += 1
-            self._update(gradients, self.learning_rate * math.sqrt(1 - self.beta_2 ** self.step)
-                         / (1 - self.beta_1 ** self.step))
+            self._update(gradients, self._alpha(self.step))
 
     return BuggyAdam, FixedAdam, NoMomentum, Sgd, HostStep, EagerBuggyAdam
 
@@ -473,6 +478,16 @@ def test_ch6_q4_adam_matches_keras_adam(keras2, mesh42):
     for g in grads:
         keras_adam.apply_gradients([(tf.constant(g), variable)])
     assert np.allclose(variable.numpy(), ch6.reference_adam(w0, grads, 0.1)[-1], rtol=1e-5)
+    # and warmed up: Keras' schedules count steps from 0
+    warmup = type("Warmup", (keras2.optimizers.schedules.LearningRateSchedule,), {
+        "__call__": lambda self, step: 0.1 * tf.minimum(1.0, tf.cast(step + 1, tf.float32) / ch6.ADAM_WARMUP)})
+    variable = tf.Variable(w0)
+    keras_adam = keras2.optimizers.Adam(learning_rate=warmup(), epsilon=1e-7)
+    for g in grads:
+        keras_adam.apply_gradients([(tf.constant(g), variable)])
+    assert np.allclose(variable.numpy(), ch6.reference_adam(w0, grads, 0.1, warmup_steps=ch6.ADAM_WARMUP)[-1],
+                       rtol=1e-5)
+    assert not np.allclose(variable.numpy(), ch6.reference_adam(w0, grads, 0.1)[-1], rtol=1e-3)
 
     BuggyAdam, FixedAdam, NoMomentum, Sgd, HostStep, EagerBuggyAdam = _adam_classes()
     assert_correct(grade(6, "q4", FixedAdam))
@@ -502,9 +517,10 @@ def test_ch6_q4_the_chapters_own_adam_is_right(mesh42, keras2):
     namespace = {"tf": tf, "dtensor": dtensor, "mesh_scalar": mesh_scalar}
     exec(source, namespace)
 
-    class ChaptersAdam(namespace["Adam"]):
-        def __init__(self, params, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
-            super().__init__(params, learning_rate, beta_1, beta_2, epsilon)
+    class ChaptersAdam(namespace["Adam"]):  # its learning rate may be a function of the step t: the warm-up
+        def __init__(self, params, learning_rate=0.001, warmup_steps=1000, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+            super().__init__(params, lambda t: learning_rate * tf.minimum(1.0, t / warmup_steps), beta_1, beta_2,
+                             epsilon)
 
         @tf.function
         def apply(self, gradients):
@@ -513,6 +529,18 @@ def test_ch6_q4_the_chapters_own_adam_is_right(mesh42, keras2):
     result = grade(6, "q4", ChaptersAdam)
     assert_correct(result)
     assert "adaptive_epsilon=True" in result.message
+
+    class CopiedAsItIs(namespace["Adam"]):
+        """Issue 37, copy and change: the chapter's Adam renamed, its step right, the exercise's warm-up left out."""
+
+        def __init__(self, params, learning_rate=0.001, warmup_steps=1000, **kwargs):
+            super().__init__(params, learning_rate, **kwargs)
+
+        @tf.function
+        def apply(self, gradients):
+            self.apply_gradients(gradients)
+
+    assert_hint(grade(6, "q4", CopiedAsItIs), "Adam's without the warm-up", "fix only what freezes")
 
     w0 = np.array([[0.5, -1.0], [2.0, 0.25]], dtype="float32")
     grads = [np.array([[0.1, -0.2], [0.3, 1e-7]], dtype="float32") * k for k in (1, -2, 3)]
@@ -524,6 +552,28 @@ def test_ch6_q4_the_chapters_own_adam_is_right(mesh42, keras2):
     assert not np.allclose(variable.numpy(), ch6.reference_adam(w0, grads, 0.1)[-1], rtol=1e-6, atol=1e-7)
 
 
+def test_ch6_q4_a_warm_up_that_still_reads_the_python_counter_is_named(mesh42):
+    """The bias correction fixed, the warm-up left on BuggyAdam's Python counter (frozen at 1): its own hint."""
+    import tensorflow as tf
+
+    _, FixedAdam, *_ = _adam_classes()
+
+    class HalfFixed(FixedAdam):
+        def __init__(self, params, **kwargs):
+            super().__init__(params, **kwargs)
+            self.python_step = 0
+
+        @tf.function
+        def apply(self, gradients):
+            self.step.assign_add(1.0)
+            self.python_step += 1
+            self._update(gradients, self._alpha(self.step.read_value(), warmup_t=self.python_step))
+
+    result = grade(6, "q4", HalfFixed)
+    assert_hint(result, "your warm-up stays at t = 1", "tf.minimum")
+    assert "tf.minimum" not in exercises(6).q4._evaluate((HalfFixed,), {}, first_try=True).message
+
+
 def test_ch6_q4_float32_rounding_of_the_bias_correction_is_within_the_bound(mesh42):
     """Seeds 9 and 10 put a weight near zero after the steps, where the float32 solution is furthest from the
     float64 reference (about 1e-6): within the bound derived in ch6_steps, not by a widened tolerance."""
@@ -532,7 +582,7 @@ def test_ch6_q4_float32_rounding_of_the_bias_correction_is_within_the_bound(mesh
     for seed in (9, 10):
         data = ex.collect(FixedAdam, seed=seed)
         w0, grads = ch6._adam_case(seed)
-        reference = ch6.reference_adam(w0, grads, 0.1)
+        reference = ch6.reference_adam(w0, grads, 0.1, warmup_steps=ch6.ADAM_WARMUP)
         furthest = max(np.max(np.abs(np.asarray(h) - r) - 1e-4 * np.abs(r)) for h, r in zip(data["history"], reference))
         assert furthest < ch6.ADAM_ATOL < 1e-5
         assert_correct(ex.judge_export(ex.export(FixedAdam, seed=seed), seed=seed))
@@ -565,19 +615,19 @@ def _counter_variants():
         @tf.function
         def apply(self, gradients):
             t = self.step + 1.0
-            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+            self._update(gradients, self._alpha(t))
 
     class NeverIncremented(FixedAdam):  # t = step, always 0
         @tf.function
         def apply(self, gradients):
             t = self.step.read_value()
-            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+            self._update(gradients, self._alpha(t))
 
     class IncrementedAfterUse(FixedAdam):
         @tf.function
         def apply(self, gradients):
             t = self.step.read_value()
-            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+            self._update(gradients, self._alpha(t))
             self.step.assign_add(1.0)
 
     class IntegerStep(FixedAdam):
@@ -591,7 +641,7 @@ def _counter_variants():
         def apply(self, gradients):
             self.step.assign_add(1)
             t = self.step.read_value()
-            self._update(gradients, self.learning_rate * tf.sqrt(1 - self.beta_2 ** t) / (1 - self.beta_1 ** t))
+            self._update(gradients, self._alpha(t))
 
     return PlusOne, NeverIncremented, IncrementedAfterUse, IntegerStep
 
