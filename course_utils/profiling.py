@@ -121,6 +121,32 @@ def _trace(fn, xplane_pb2):
         return [xplane_pb2.XSpace.FromString(path.read_bytes()) for path in Path(logdir).rglob("*.xplane.pb")]
 
 
+class _FunctionsKeptAlive:
+    """Keep every function traced while this context is open alive until it closes.
+
+    A ``tf.function`` made inside ``fn`` (a layer built anew on each call) is deleted, and its program removed from
+    the runtime, as soon as ``fn`` returns; its collectives could then not be read. Each function traced in the
+    context is held here (``AtomicFunction.__init__`` notes it) until the trace has been read.
+    """
+
+    def __enter__(self):
+        from tensorflow.python.eager.polymorphic_function import atomic_function
+
+        self._class, self.kept = atomic_function.AtomicFunction, []
+        self._original = self._class.__init__
+        kept, original = self.kept, self._original
+
+        def noting(function, *args, **kwargs):
+            original(function, *args, **kwargs)
+            kept.append(function)
+
+        self._class.__init__ = noting
+        return self
+
+    def __exit__(self, *exc):
+        self._class.__init__ = self._original
+
+
 def _events(spaces):
     """(per-device runs of each function, per-device runs of each collective kernel), from the trace."""
     functions, collectives = Counter(), Counter()
@@ -275,8 +301,9 @@ def collectives_run_by(fn):
     """
     xplane_pb2 = _xplane_pb2()
     for _ in range(TRACE_ATTEMPTS):
-        function_runs, kernel_runs = _events(_trace(fn, xplane_pb2))
-        owners = _owners(function_runs)
+        with _FunctionsKeptAlive():  # until the programs are read, also those of functions fn made and dropped
+            function_runs, kernel_runs = _events(_trace(fn, xplane_pb2))
+            owners = _owners(function_runs)
         complete = all(kernel_runs[name] >= sum(function_runs[function] for function, _ in found)
                        for name, found in owners.items())
         if complete and set(kernel_runs) <= set(owners):

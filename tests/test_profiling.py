@@ -125,6 +125,24 @@ def test_a_trace_under_load_holds_only_the_programs_it_ran(mesh2d):
         busy.wait()
 
 
+def test_a_tf_function_made_inside_fn_is_read_before_it_is_dropped(mesh2d):
+    """A layer whose tf.function is made anew on each call (and freed when the call returns): its program is kept
+    until the trace has been read, so its collectives are listed, and every function is released afterwards."""
+    import gc
+
+    from tensorflow.python.eager.polymorphic_function import atomic_function
+
+    x, w = place(mesh2d, [8, 6], "batch", "model"), place(mesh2d, [6, 4], "model", U)
+
+    def layer():
+        return tf.function(lambda a, b: tf.matmul(a, b))(x, w)
+
+    run, = collectives_run_by(layer)
+    assert (run.kind, run.axes, run.tensor_bytes) == ("all-reduce", ("model",), 32)
+    gc.collect()
+    assert "noting" not in atomic_function.AtomicFunction.__init__.__qualname__  # the class's own __init__ is back
+
+
 def test_merged_all_reduces_inside_a_tf_function(mesh2d):
     x, w = place(mesh2d, [8, 6], "batch", "model"), place(mesh2d, [6, 4], U, "model")
     dy = place(mesh2d, [8, 4], "batch", "model")

@@ -10,6 +10,7 @@ import re
 from .answers import UNSHARDED, as_float, close, mesh_dims, quiet_tensorflow, short_error, specs
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
+from .ch5_budget import BUDGET_PLACEMENTS
 from .ch5_cases import (ADAM_BETAS, ADAM_EPSILON, BUILD_CASES, BUILD_NAMES, BUILD_RATE, COMBINING, build_case,
                         collect_build_case)
 
@@ -65,6 +66,28 @@ def reference_adam_first_step(weights, gradients, rate=BUILD_RATE):
     return after
 
 
+def _judge_placements_that_fit(case, seed=0):
+    """The placements of exercise 5's table that ``case``'s mesh divides and whose weights, Adam's two slots and its
+    8-byte counter fit the case's budget (the part of a hint that gives the answer away)."""
+    weights, _ = build_case(case, seed)
+    sizes = dict(zip(("batch", "model"), case["mesh"]))
+    fitting = []
+    for name, spec_lists in BUDGET_PLACEMENTS.items():
+        pairs = [(weights[weight].shape, spec) for weight, spec in zip(BUILD_NAMES, spec_lists)]
+        if any(length % sizes[axis] for shape, spec in pairs for length, axis in zip(shape, spec) if axis != UNSHARDED):
+            continue
+        held = sum(4 * math.prod(shape) // math.prod(sizes.get(axis, 1) for axis in spec) for shape, spec in pairs)
+        if 3 * held + 8 <= case["budget"]:
+            fitting.append(name)
+    return fitting
+
+
+def _judge_fitting_text(case):
+    fitting = _judge_placements_that_fit(case)
+    return (f"On {_mesh_text(case)} with this budget, of exercise 5's placements only "
+            f"{' and '.join(fitting)} {'fits' if len(fitting) == 1 else 'fit'}, with every sharded axis divisible.")
+
+
 def _specs_text(spec_list):
     return "[" + ", ".join("U" if s == UNSHARDED else repr(s) for s in spec_list) + "]"
 
@@ -92,9 +115,10 @@ def _judge_why_it_raised(message, case, stage):
             "a sharded axis does not divide evenly"
         return (f"{stage} failed: {what} ({message.split(':')[0]} from DTensor). A layout splits a sharded axis into "
                 f"equal blocks, one per device of its mesh axis, so the axis's size must divide by that mesh axis's "
-                f"size. Choose the layouts from the mesh you are given: here 'batch' has {case['mesh'][0]} devices "
-                f"and 'model' {case['mesh'][1]}, and d2 has 10 outputs.",
-                "Leave d2's outputs (d2.kernel's columns, d2.bias) unsharded.")
+                f"size. Choose the layouts from the mesh and the weights you are given: here 'batch' has "
+                f"{case['mesh'][0]} devices and 'model' {case['mesh'][1]}; d1.kernel has 784 rows and "
+                f"{case['hidden']} columns, d2 10 outputs. A placement that one mesh divides, another may not.",
+                _judge_fitting_text(case))
     shown = message.split(" Input tensor is:")[0]  # not the DTensor's dump
     if "got a regular tensor" in message and ("AssignVariableOp" in message or stage == "build_on_mesh"):
         return (f"{stage} raised {shown} A DVariable lives on the mesh, and assign() takes a value on the mesh too: "
@@ -151,8 +175,9 @@ class BuildOnMesh(Exercise):
         "take one that fits the budget and whose sharded axes divide. Build the Dense layers with kernel_layout and "
         "bias_layout, copy each weight in with variable.assign(pack_batch(value, variable.layout)), make the DTensor "
         "Adam with mesh=mesh, and let step pack the batch split over 'batch' and run a tf.function training step.",
-        "A placement that fits every budget of the checker: d1.kernel Layout(['batch', 'model'], mesh), d1.bias "
-        "Layout(['model'], mesh), d2.kernel Layout(['model', dtensor.UNSHARDED], mesh), d2.bias replicated. In step: "
+        "No one placement fits every case of the checker: on some meshes 784 rows do not divide by the size of "
+        "'batch', or the width does not divide by the size of 'model'. Compute, for each placement of exercise 5's "
+        "table, whether every axis it shards divides and what one device holds; take one that fits. In step: "
         "train_step(pack_batch(images, dtensor.Layout.batch_sharded(mesh, 'batch', rank=4)), "
         "pack_batch(labels, dtensor.Layout.batch_sharded(mesh, 'batch', rank=1))).",
     )
@@ -409,9 +434,7 @@ class BuildOnMesh(Exercise):
         if in_weights <= budget:
             slots = (f" The weights alone ({in_weights:,} B) would fit: Adam keeps two slots per weight in the "
                      f"weight's layout, so its state is twice the weights' bytes. Count it when you choose.")
-        fb.wrong(f"{what}: over the budget; {why}.{slots}",
-                 answer="Split d1.kernel over both axes, Layout(['batch', 'model'], mesh), with d1.bias and "
-                        "d2.kernel's rows over 'model': that fits every budget of the checker.")
+        fb.wrong(f"{what}: over the budget; {why}.{slots}", answer=_judge_fitting_text(case))
 
 
 def _sums_the_loss_over_batch(kind, axes, tensor_bytes):

@@ -19,7 +19,8 @@ NOTEBOOK_MESH = [("batch", 4), ("model", 2)]  # the notebook's `mesh` (checker_m
 SEED_KERNEL = (6, 4)  # the colleague's Dense(4) on 6 inputs (exercise 1)
 SEED_CLIENTS = (0, 1)  # the clients the checker plays: the chief and one other
 PROBE_SHAPE = (6, 1)  # the kernel of the chief's probe, Dense(1) on 6 inputs: built only where it takes a seed draw
-SEED_DRAWS = 4  # a kernel may be any of the first draws of the seed generator, the same on every client
+SEED_DRAWS = 4  # the first draws of the seed generator the feedback recognises (only the first is right)
+FIRST_DRAW = "draw 1"  # the kernel a client that builds only the colleague's layer gets: logging changes nothing
 EMBEDDING_TABLE = (1000, 64)  # exercise 2's Embedding(1000, 64): 1000 token vectors of 64 features
 EMBEDDING_MESHES = ((4, 2), (2, 4))  # (batch, model): the notebook's mesh, then one of another shape
 EMBEDDING_IDS = (8, 5)  # the token ids the checker looks up: 8 sequences of 5 tokens
@@ -68,7 +69,8 @@ class Seeds(Exercise):
         "without a seed of its own draws its seed from that generator when its weight is created, one draw after "
         "the other; np.random and tf.random ops do not draw from it.",
         "On the chief the probe's kernel takes the first draw, so the layer's kernel gets the next one. Make the "
-        "layer's kernel take the same draw on every client, and keep the chief's logging as it is.",
+        "layer's kernel take the FIRST draw on every client, as on a client that builds nothing else, and keep the "
+        "chief's logging (and the layer) as they are.",
     )
 
     def collect(self, init_kernel, seed=0):
@@ -109,8 +111,9 @@ class Seeds(Exercise):
         return {"callable": True, "calls": calls}
 
     def judge(self, data, seed=0):
-        """Feedback on the kernels: DTensors, the same on every client for one seed (1 point), and for each seed one
-        of the kernels tf_keras draws for the colleague's layer, with the chief still logging its probe (1 point)."""
+        """Feedback on the kernels: DTensors, the same on every client for one seed (1 point), and for each seed the
+        kernel the colleague's layer draws on a client that builds nothing else (tf_keras' first draw), with the
+        chief still logging its probe (1 point)."""
         import numpy as np
 
         fb = Feedback()
@@ -123,12 +126,20 @@ class Seeds(Exercise):
         calls = list(data["calls"])
         if len(calls) != 2 * len(SEED_CLIENTS):
             raise ValueError("four calls expected")
-        if any(_variable_layout(call["kernel"]) is None for call in calls):
-            fb.wrong("init_kernel should return the layer's kernel as a DTensor (a DVariable): keep the colleague's "
-                     "Dense layer with its layouts on the mesh and return layer.kernel.")
-            return fb
         first, second = _seed_pair(seed)
         seeds = [value for value in (first, second) for _ in SEED_CLIENTS]  # the seeds of this check, in call order
+        if any(_variable_layout(call["kernel"]) is None for call in calls):
+            try:
+                values = [np.asarray(global_numpy(call["kernel"]), dtype="float64") for call in calls]
+                right = all(self._judge_drawn(v, s) == FIRST_DRAW for v, s in zip(values, seeds))
+            except (TypeError, ValueError):
+                right = False
+            fb.wrong("init_kernel should return the layer's kernel as it is, layer.kernel: a DVariable on the mesh, "
+                     "as the colleague's function returns it"
+                     + (". Your numbers are the right kernel's, but as values copied off the mesh: a 'replicated' "
+                        "kernel that no layer holds any more." if right else
+                        ": keep the colleague's Dense layer with its layouts on the mesh."))
+            return fb
         values = [np.asarray(global_numpy(call["kernel"])) for call in calls]
         how = [self._judge_drawn(value, value_seed) for value, value_seed in zip(values, seeds)]
         chief, other = (0, 2), (1, 3)  # the calls' indices, per seed
@@ -154,14 +165,28 @@ class Seeds(Exercise):
                      "its probe's kernel norm). Fix the layer's kernel, not the chief's logging.")
         elif np.array_equal(values[0], values[2]):
             fb.wrong(f"seeds {first} and {second} gave the same kernel: use the seed argument.")
-        elif None in how:
-            fb.wrong(f"the kernels for seeds {first} and {second} are not ones tf_keras draws for the colleague's "
-                     f"layer (Dense(4) on 6 inputs) from that seed.",
+        elif all(kind == "seed=seed" for kind in how):
+            fb.wrong("every client builds the same kernel, but the layer is no longer the colleague's: its initializer "
+                     "now has a seed of its own (seed=seed), so its kernel is not the one the colleague's layer draws "
+                     "from the global seed. Fix the draw, not the layer.",
+                     answer="Keep the layer's default initializer and re-seed with "
+                            "tf.keras.utils.set_random_seed(seed) right before building it.")
+        elif all(kind is not None and kind.startswith("draw") for kind in how) and FIRST_DRAW not in how:
+            which = "the second draw" if set(how) == {"draw 2"} else "a later draw"
+            fb.wrong(f"every client builds the same kernel, but it is {which} of tf_keras' seed generator after "
+                     f"set_random_seed(seed), not the first, which a client that builds only the colleague's layer "
+                     f"gets: something still draws before the layer on every client (the probe?). Logging must not "
+                     f"change the model, and without the log this kernel would change.",
+                     answer="Only the chief builds the probe; re-seed with tf.keras.utils.set_random_seed(seed) after "
+                            "it, right before building the layer (or build the layer first).")
+        elif any(kind != FIRST_DRAW for kind in how):
+            fb.wrong(f"the kernels for seeds {first} and {second} are not the ones tf_keras draws for the colleague's "
+                     f"layer (Dense(4) on 6 inputs) from that seed on a client that builds nothing else first.",
                      answer="Keep the colleague's layer as it is (its default Glorot initializer, its layouts), "
-                            "seeded with tf.keras.utils.set_random_seed(seed).")
+                            "seeded with tf.keras.utils.set_random_seed(seed) right before it is built.")
         else:
-            fb.right("another seed gives another kernel, and the chief still logs: the chief's probe no longer shifts "
-                     "the draw the layer's kernel gets")
+            fb.right("another seed gives another kernel, the one the colleague's layer draws from it, and the chief "
+                     "still logs: the chief's probe no longer shifts the draw the layer's kernel gets")
         return fb
 
     @staticmethod

@@ -13,6 +13,7 @@ from .answers import UNSHARDED, checker_mesh, global_numpy, layout_of, on_mesh, 
 from .core import Exercise, Feedback
 
 ADAM_RATE, ADAM_STEPS, ADAM_SHAPE = 0.1, 3, (8, 4)
+ADAM_WARMUP = 4  # exercise 4's warm-up: the rate times min(1, t / 4), 1/4, 2/4, 3/4 over the three steps
 
 
 
@@ -99,16 +100,25 @@ def _same_values(got, want, rtol, atol=1e-6):
     return got.shape == np.shape(want) and got.dtype.kind in "biuf" and bool(np.allclose(got, want, rtol, atol))
 
 
-def reference_adam(w0, grads, lr, frozen_step=None, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
-    """The weights after each step of Keras' Adam; ``frozen_step`` keeps t constant (the bug)."""
+def reference_adam(w0, grads, lr, frozen_step=None, beta_1=0.9, beta_2=0.999, epsilon=1e-7, algorithm_1=False,
+                   warmup_steps=None, frozen_warmup=None):
+    """The weights after each step of Keras' Adam; ``frozen_step`` keeps t constant (the bug). ``algorithm_1``: the
+    paper's Algorithm 1, epsilon added to the bias-corrected sqrt(v_hat) (tf_keras' ``adaptive_epsilon=True``, the
+    chapter's Adam); by default Keras', epsilon added to sqrt(v) (the form just before Section 2.1 of the paper).
+    ``warmup_steps``: the rate is ``lr * min(1, t / warmup_steps)`` (exercise 4's warm-up), its t frozen at
+    ``frozen_warmup`` when given (a warm-up that still reads a Python counter)."""
     import numpy as np
 
     w, m, v, history = w0.astype("float64"), np.zeros_like(w0, "float64"), np.zeros_like(w0, "float64"), []
     for i, g in enumerate(grads, start=1):
         t = frozen_step or i
+        rate = lr * min(1.0, (frozen_warmup or t) / warmup_steps) if warmup_steps else lr
         m = m + (g - m) * (1 - beta_1)
         v = v + (g * g - v) * (1 - beta_2)
-        w = w - lr * math.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t) * m / (np.sqrt(v) + epsilon)
+        if algorithm_1:
+            w = w - rate * (m / (1 - beta_1 ** t)) / (np.sqrt(v / (1 - beta_2 ** t)) + epsilon)
+        else:
+            w = w - rate * math.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t) * m / (np.sqrt(v) + epsilon)
         history.append(w.copy())
     return history
 
@@ -120,12 +130,12 @@ class FrozenStep(Exercise):
         "Which value does `self.step` have inside the graph of a tf.function? Python code runs only while the "
         "function is traced.",
         "Keep the step in a variable that belongs to the mesh (a replicated scalar DVariable, like the chapter's "
-        "mesh_scalar), add 1 to it with assign_add inside apply, and compute the bias correction from its value "
-        "with TensorFlow ops.",
+        "mesh_scalar), add 1 to it with assign_add inside apply, and compute from its value, with TensorFlow ops, "
+        "everything that depends on the step: the bias correction AND the warm-up.",
     )
 
     def collect(self, adam_class, seed=0):
-        """Runs ``adam_class([weight], learning_rate=0.1)`` and three ``apply([gradient])`` calls inside a
+        """Runs ``adam_class([weight], learning_rate=0.1, warmup_steps=4)`` and three ``apply([gradient])`` calls inside a
         tf.function, on a weight and gradients drawn from ``seed``.
 
         What crosses: ``{"kind": "steps", "history": [the weight's value after each step], "counters": [the
@@ -142,7 +152,7 @@ class FrozenStep(Exercise):
         weight, layout = _checker_weight(ADAM_SHAPE, value=w0)
         history = []
         try:
-            optimizer = adam_class([weight], learning_rate=ADAM_RATE)
+            optimizer = adam_class([weight], learning_rate=ADAM_RATE, warmup_steps=ADAM_WARMUP)
             # Inside tf.function, as in a training step: an eager apply would hide a Python counter.
             update = tf.function(lambda gradients: optimizer.apply(gradients))
             for g in grads:
@@ -171,25 +181,30 @@ class FrozenStep(Exercise):
             return fb
         if data["kind"] == ERROR:
             message = str(data["error"])
-            if "NoneType" in message and "callable" in message:
-                fb.wrong(f"Your optimizer raised {message}. It calls make_slots from exercise 3: solve that first.")
-            elif "int64" in message + data.get("tail", "") and "float" in message + data.get("tail", ""):
+            if "int64" in message + data.get("tail", "") and "float" in message + data.get("tail", ""):
                 fb.wrong(f"Your optimizer raised {message}. An integer step cannot be a power of a float beta: "
                          f"beta_1 ** t needs t as a float.",
                          answer="Keep the step as float32 (mesh_scalar(tf.float32, mesh)) or use "
                                 "tf.cast(t, tf.float32).")
             else:
-                fb.wrong(f"Your optimizer raised {message}. It is called as adam_class([weight], learning_rate=0.1), "
-                         f"then .apply([gradient]) three times inside a tf.function, as a training step would.")
+                fb.wrong(f"Your optimizer raised {message}. It is called as adam_class([weight], learning_rate=0.1, "
+                         f"warmup_steps={ADAM_WARMUP}), with BuggyAdam's constructor, then .apply([gradient]) three "
+                         f"times inside a tf.function, as a training step would.")
             return fb
         w0, grads = _adam_case(seed)
         history = list(data["history"])
         if len(history) != len(grads):
             raise ValueError(f"{len(history)} weight values for {len(grads)} steps")
-        reference = reference_adam(w0, grads, ADAM_RATE)
-        ok = [_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in zip(history, reference)]
+        matches = {form: [_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in
+                          zip(history, reference_adam(w0, grads, ADAM_RATE, algorithm_1=form == "Algorithm 1",
+                                                      warmup_steps=ADAM_WARMUP))]
+                   for form in ("Keras' default", "Algorithm 1")}
+        form, ok = max(matches.items(), key=lambda item: sum(item[1]))
         if all(ok):
-            fb.right("three steps inside tf.function match Keras' Adam (bias correction with t = 1, 2, 3).", points=3)
+            where = ("epsilon added to sqrt(v)" if form == "Keras' default" else
+                     "Algorithm 1's epsilon, added to sqrt(v_hat): adaptive_epsilon=True")
+            fb.right(f"three steps inside tf.function match Keras' Adam ({where}; bias correction with t = 1, 2, 3), "
+                     f"warmed up over {ADAM_WARMUP} steps.", points=3)
             return fb
         import numpy as np
 
@@ -212,9 +227,26 @@ class FrozenStep(Exercise):
                          answer="Make it a DVariable with a replicated scalar layout on the weights' mesh, e.g. "
                                 "mesh_scalar(tf.float32, mesh): one variable of the mesh, incremented once per call.")
                 return fb
+        def same(**wrong):  # the weights of every step are those of Adam with this mistake, either epsilon
+            return any(all(_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in
+                           zip(history, reference_adam(w0, grads, ADAM_RATE, algorithm_1=flag, **wrong)))
+                       for flag in (False, True))
+
+        if same():
+            fb.wrong("Your steps are Adam's without the warm-up: this Adam's rate is learning_rate * min(1, t / "
+                     "warmup_steps), which the chapter's Adam does not have. Keep BuggyAdam's update, warm-up "
+                     "included, and fix only what freezes.")
+            return fb
         for frozen in (1, 2):
-            wrong = reference_adam(w0, grads, ADAM_RATE, frozen_step=frozen)
-            if all(_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in zip(history, wrong)):
+            if same(warmup_steps=ADAM_WARMUP, frozen_warmup=frozen):
+                fb.wrong(f"Your bias correction follows the step, but your warm-up stays at t = {frozen}: it still "
+                         f"reads a number that changes only while apply is traced. The warm-up depends on the step "
+                         f"too.", answer="Compute it from the same variable: tf.minimum(1.0, t / self.warmup_steps).")
+                return fb
+        for frozen in (1, 2):
+            wrongs = [reference_adam(w0, grads, ADAM_RATE, frozen_step=frozen, algorithm_1=flag,
+                                     warmup_steps=ADAM_WARMUP, frozen_warmup=frozen) for flag in (False, True)]
+            if any(all(_same_values(h, r, ADAM_RTOL, ADAM_ATOL) for h, r in zip(history, wrong)) for wrong in wrongs):
                 eager = "" if data["traced_apply"] is True else (
                     " Removing @tf.function only hides this: a training step runs apply inside a tf.function, "
                     "and so does this checker.")
@@ -228,17 +260,19 @@ class FrozenStep(Exercise):
                          f"changed inside a tf.function changes only while the function is TRACED; later calls replay "
                          f"the graph with the value baked in.{eager}",
                          answer="Keep the step in a variable on the mesh (self.step = mesh_scalar(tf.float32, mesh); "
-                                "self.step.assign_add(1.0)) and compute the bias correction from it with TensorFlow "
-                                "ops.")
+                                "self.step.assign_add(1.0)) and compute the bias correction and the warm-up from it "
+                                "with TensorFlow ops.")
                 return fb
         if ok[0]:
             fb.right("step 1 matches Keras' Adam", points=1)
             fb.wrong("steps 2 and 3 do not; check how the step count t and the moments m and v carry over from one "
                      "step to the next.")
         else:
-            fb.wrong("the first step already differs from Keras' Adam (lr=0.1).",
+            fb.wrong(f"the first step already differs from Keras' Adam (lr=0.1, warmed up over {ADAM_WARMUP} steps), "
+                     f"with either placement of epsilon.",
                      answer="Check the update m += (g - m) * (1 - beta_1), v += (g*g - v) * (1 - beta_2), "
-                            "w -= lr * sqrt(1 - beta_2**t) / (1 - beta_1**t) * m / (sqrt(v) + epsilon).")
+                            "w -= lr * min(1, t / warmup_steps) * sqrt(1 - beta_2**t) / (1 - beta_1**t) * m / "
+                            "(sqrt(v) + epsilon) (or Algorithm 1's, with m_hat / (sqrt(v_hat) + epsilon)).")
         return fb
 
 

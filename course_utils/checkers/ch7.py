@@ -1,4 +1,4 @@
-"""Chapter 7 · Where next: the exercises' graders and hints."""
+"""Chapter 7 · Where next: the exercises' graders and hints (exercise 5, experts with a capacity, in ``ch7_moe.py``)."""
 import math
 import re
 
@@ -6,6 +6,7 @@ from .answers import (UNSHARDED, as_int, as_number, checker_mesh, global_numpy, 
                       only_ellipses, short_error)
 from ..meshes import mesh_text
 from .core import Exercise, Feedback, chapter
+from .ch7_moe import ExpertsWithCapacity
 
 # Exercise 1: a function that restores a [16, 32] float32 weight saved as `w` (on batch=4 x model=2, split by
 # columns over model) onto a 2-D mesh x=2 x y=4, its rows split over y and its columns over x (a layout whose
@@ -226,6 +227,10 @@ class LayoutMapRules(Exercise):
     title = "Which key does a LayoutMap find? Three rules"
     points = 6
     none_is_answer = True  # None, () and [] mean "no key: replicated"; the placeholders are `...`
+    # A prediction: re's functions, or a LayoutMap, print the answer; it counts only when checked before they are in
+    # the notebook's reach (the notebook tries them after the check).
+    revealed_by = ("re:match", "re:search", "re:fullmatch", "keras.src.distribution.distribution_lib:LayoutMap",
+                   "tf_keras.src.dtensor.layout_map:LayoutMap")
     hints = (
         "Try each key on the path with the rule's function: re.match (from the start), re.search "
         "(anywhere), re.fullmatch (the whole path). Both paths start with 'mlp/'.",
@@ -459,4 +464,5 @@ class PipelineBubble(Exercise):
 
 
 CHAPTER = chapter(7, "Where next", {
-    "q1": RestoreOnAnotherMesh, "q2": LayoutMapRules, "q3": NameTheParallelism, "q4": PipelineBubble})
+    "q1": RestoreOnAnotherMesh, "q2": LayoutMapRules, "q3": NameTheParallelism, "q4": PipelineBubble,
+    "q5": ExpertsWithCapacity})

@@ -1,18 +1,16 @@
 """Chapter 8 · Keras 3 on JAX: the exercises' graders and hints.
 
-Exercise 1's answers are data. Exercise 2's answer is a Keras 3 ``LayoutMap``: its ``collect`` reads
-it by duck typing (iteration over keys, ``.axes``, ``.device_mesh``) into tuples, and its ``judge``
-needs neither JAX, Keras nor TensorFlow. Exercise 4 (``ch8_build.py``) runs the learner's training
-step with Keras on JAX in ``collect``; its ``judge`` uses NumPy only. Nothing here imports JAX,
-Keras or TensorFlow at module level.
+Exercises 1 and 3's answers are data. Exercise 2's answer is a function that ports a tf_keras ``LayoutMap``
+(``ch8_port.py``: its ``collect`` calls it on the checker's maps and models, its ``judge`` needs only ``re``).
+Exercise 4 (``ch8_build.py``) runs the learner's training step with Keras on JAX in ``collect``; its ``judge``
+uses NumPy only. Nothing here imports JAX, Keras or TensorFlow at module level.
 """
 import math
-import re
 
 from .answers import as_int, as_number, as_shape
 from .core import Exercise, Feedback, chapter
 from .ch8_build import BudgetStep
-from .ch8_run import key_text
+from .ch8_port import COLLEAGUE_MAP, PortAnyLayoutMap
 
 UNSHARDED_WORD = "unsharded"  # DTensor's 'not split' (dtensor.UNSHARDED), read in any case
 # Exercise 1's array: a 6 x 12 arange, placed on the chapter's 4 x 2 mesh; its PartitionSpec is the answer.
@@ -21,7 +19,7 @@ MYSTERY_SHAPE = (6, 12)
 PORT_SHAPES = {"mlp3/d1/kernel": (784, 256), "mlp3/d1/bias": (256,), "mlp3/d2/kernel": (256, 128),
                "mlp3/d2/bias": (128,), "mlp3/d3/kernel": (128, 10), "mlp3/d3/bias": (10,)}
 MESH_AXES = {"batch": 4, "model": 2}
-RULES = ("match", "search", "fullmatch")  # tf_keras, Keras 3.13, Keras 3.15
+POD_AXES = {"batch": 8, "model": 8}  # exercise 3's mesh that cannot be built here: 64 devices
 # The chapter's own map (section 2, for its 2-layer model), as the same keys would place mlp3's weights: a learner
 # who copies it instead of porting the colleague's map of exercise 2.
 CHAPTER_MAP_AXES = {"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",), "mlp3/d2/kernel": ("model", None),
@@ -29,11 +27,12 @@ CHAPTER_MAP_AXES = {"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",
 
 
 def _reference_port_axes():
-    """Exercise 2's answer: each weight's axes under the colleague's tf_keras map (None: replicated). tf_keras
+    """Each weight's axes under the colleague's tf_keras map (None: replicated), which exercise 3 counts: tf_keras
     tries the keys in the order they were inserted and takes the first that matches: 'd3.kernel' (replicated)
     comes before 'd.*kernel' (rows over 'model'), which takes d1's and d2's kernels; no key names a bias."""
-    return {"mlp3/d1/kernel": ("model", None), "mlp3/d1/bias": None, "mlp3/d2/kernel": ("model", None),
-            "mlp3/d2/bias": None, "mlp3/d3/kernel": None, "mlp3/d3/bias": None}
+    from .ch8_port import _reference_tf_keras_axes
+
+    return _reference_tf_keras_axes(COLLEAGUE_MAP, PORT_SHAPES)
 
 
 def _reference_mystery():
@@ -160,148 +159,6 @@ class ReadSharding(Exercise):
         fb.wrong(f"copies: {why}" + ("" if why.endswith("?") else "."), answer=f"copies = {true_copies}")
 
 
-def _keys_and_axes(layout_map):
-    """The keys of a Keras 3 LayoutMap, in order, each with its axes (exact-key lookup returns its layout):
-    ``[(key, axes), ...]``; a compiled pattern as its text."""
-    return [(key_text(key), tuple(layout_map[key].axes)) for key in list(layout_map)]
-
-
-# tf_keras' names of the same weights, as chapter 5's LayoutMap keys them ("d1.kernel").
-TF_KERAS_NAMES = tuple(path.split("/", 1)[1].replace("/", ".") for path in PORT_SHAPES)
-
-
-def _in_tf_keras_form(key):
-    """Whether ``key`` names a weight the tf_keras way ('d1.kernel') and fits no Keras 3 path as a whole."""
-    try:
-        return (any(re.fullmatch(key, name) for name in TF_KERAS_NAMES)
-                and not any(re.fullmatch(key, path) for path in PORT_SHAPES))
-    except re.error:
-        return False
-
-
-def _as_layout(axes, rank):
-    """A weight's axes as the tf_keras map would compare them: None when replicated, else one entry per axis.
-
-    JAX reads a PartitionSpec shorter than the array as unsplit on the axes it leaves out, so
-    ``(None,)`` and ``(None, None)`` on a matrix, like no key at all, replicate it; ``("model",)`` on a
-    matrix is ``("model", None)``. Axes longer than the weight make Keras fail: they stay as given.
-    """
-    if axes is None or len(axes) > rank:
-        return axes
-    axes = tuple(axes) + (None,) * (rank - len(axes))
-    return None if all(axis is None for axis in axes) else axes
-
-
-class PortLayoutMap(Exercise):
-    title = "Port a tf_keras LayoutMap to Keras 3"
-    points = 3
-    hints = (
-        "First work out which layout the tf_keras map gives each of the six weights: tf_keras tries its keys in the "
-        "order they were inserted, with re.match on names such as 'd3.kernel', and the first key that matches wins.",
-        "Keras 3 looks up variable.path, such as 'mlp3/d1/kernel', and raises ValueError when several keys match "
-        "one path. Write one key per weight you split, as a pattern for the whole path, e.g. '.*/d1/kernel': then "
-        "re.match, re.search and re.fullmatch all agree on it, so the map works on Keras 3.13 and 3.15.",
-        "Each value is a tuple of mesh axis names or None, one per weight axis, as DTensor's sharding specs: "
-        "('model', None) splits the rows (axis 0), (None, 'model') the columns. Weights that stay replicated need no "
-        "key (a key with only None does the same).",
-    )
-
-    def collect(self, layout_map, seed=0):
-        """What crosses: ``{"type": the answer's type name, "keys": [(key, axes), ...] in the map's order,
-        or None when the answer is no map of layouts, "mesh": (shape, axis names) of its device mesh, or
-        None}``. Nothing in the answer depends on ``seed``."""
-        data = {"type": type(layout_map).__name__, "keys": None, "mesh": None}
-        try:
-            data["keys"] = _keys_and_axes(layout_map)
-        except (TypeError, AttributeError, KeyError):
-            return data
-        device_mesh = getattr(layout_map, "device_mesh", None)
-        if device_mesh is not None:
-            data["mesh"] = (tuple(device_mesh.shape), tuple(device_mesh.axis_names))
-        return data
-
-    def judge(self, data, seed=0):
-        """Matches the keys that :meth:`collect` sent against the weights' paths under each rule, as
-        tf_keras and Keras 3 do, and compares the layouts found with the tf_keras map's."""
-        fb = Feedback()
-        if data["keys"] is None:
-            fb.wrong("layout_map must be a keras.distribution.LayoutMap with a TensorLayout (a tuple of axes) per key.")
-            return fb
-        keys = {key: tuple(axes) for key, axes in data["keys"]}
-        if not keys:
-            fb.wrong("The map has no keys yet: add one per weight that the tf_keras map splits.")
-            return fb
-        if data["mesh"] is not None:
-            shape, axis_names = (tuple(part) for part in data["mesh"])
-            if (shape, axis_names) != ((4, 2), ("batch", "model")):
-                fb.wrong(f"The map is built on a {' x '.join(map(str, shape))} mesh with axes {axis_names}; chapter "
-                         f"5's map is on a 4 x 2 mesh ('batch', 'model'): build it on the notebook's device_mesh.")
-                return fb
-        port_axes = _reference_port_axes()
-        old_form = sorted(key for key in keys if _in_tf_keras_form(key))
-        found = {rule: {} for rule in RULES}
-        for rule in RULES:
-            for path, shape in PORT_SHAPES.items():
-                # an exact key wins before any pattern, in tf_keras and in Keras 3 (LayoutMap.__getitem__)
-                matching = [path] if path in keys else [key for key in keys if getattr(re, rule)(key, path)]
-                found[rule][path] = ("several" if len(matching) > 1 else
-                                     _as_layout(keys[matching[0]], len(shape)) if matching else None)
-        several = [(path, rule) for rule in RULES[1:] for path in PORT_SHAPES if found[rule][path] == "several"]
-        if several:
-            path, rule = several[0]
-            if old_form:
-                fb.wrong(f"The key(s) {old_form} are still in tf_keras' form ('d1.kernel'): Keras 3 paths use '/' "
-                         f"and start with the model's name, as printed above the exercise.")
-            fb.wrong(f"{path!r} matches several keys under re.{rule} (Keras {'3.13' if rule == 'search' else '3.15'}): "
-                     f"Keras 3 raises ValueError there, where tf_keras took the first key inserted. Make each key fit "
-                     f"the weights it means, and only those.")
-            return fb
-        fullmatch = found["fullmatch"]
-        if fullmatch == port_axes:
-            fb.right("every weight gets the layout of the tf_keras map", points=2)
-        else:
-            self._judge_wrong_layouts(fb, fullmatch, port_axes, old_form)
-        if all(found[rule] == fullmatch for rule in RULES):
-            fb.right("the map means the same under re.match, re.search and re.fullmatch")
-        else:
-            fb.wrong("Your keys mean different things under re.match (tf_keras), re.search (Keras 3.13) and "
-                     "re.fullmatch (Keras 3.15): write each key as a pattern for the whole path.")
-        return fb
-
-    @staticmethod
-    def _judge_wrong_layouts(fb, fullmatch, port_axes, old_form):
-        """Why the layouts found under re.fullmatch are not the tf_keras map's: the typical mistakes first."""
-        wrong = [path for path, axes in port_axes.items() if fullmatch[path] != axes]
-        answer = ("Keys: '.*/d1/kernel': ('model', None), '.*/d2/kernel': ('model', None); d3's kernel and every bias "
-                  "stay whole (no key).")
-        if fullmatch == CHAPTER_MAP_AXES:
-            fb.wrong("That is the chapter's map (section 2, for its own model), not the colleague's: port the map "
-                     "shown above the exercise, weight by weight.", answer=answer)
-            return
-        too_long = [path for path in wrong if fullmatch[path] is not None
-                    and len(fullmatch[path]) > len(PORT_SHAPES[path])]
-        transposed = [path for path in wrong if fullmatch[path] is not None and port_axes[path] is not None
-                      and tuple(reversed(fullmatch[path])) == port_axes[path]]
-        if old_form:
-            fb.wrong(f"The key(s) {old_form} are still in tf_keras' form ('d1.kernel'): Keras 3 paths use '/' "
-                     f"and start with the model's name, as printed above the exercise.")
-        if too_long:
-            fb.wrong(f"These weights get more axes than they have (Keras fails to place them): {too_long}.")
-        if transposed:
-            fb.wrong(f"These weights get the other axis split than the tf_keras map splits: {transposed}. Entry i of "
-                     f"a layout is for weight axis i, as in DTensor's sharding_specs.", answer=answer)
-        split_first = [path for path in wrong if port_axes[path] is None and fullmatch[path] is not None
-                       and path.endswith("/d3/kernel")]
-        if split_first:
-            fb.wrong(f"Your map splits {split_first[0]}, which one of the colleague's keys also matches. But tf_keras "
-                     f"tries the keys in the order they were inserted and takes the FIRST that matches: which key "
-                     f"decides 'd3.kernel'?", answer="'d3.kernel' comes first: d3's kernel stays whole. " + answer)
-        rest = [path for path in wrong if path not in transposed + split_first]
-        if rest or not (transposed or split_first):
-            fb.wrong(f"Under Keras 3.15's rule (re.fullmatch) these weights get another layout than the tf_keras "
-                     f"map gives them: {rest or wrong}.", answer=answer)
-
-
 def _reference_bytes_per_device(layouts=None, mesh_axes=MESH_AXES, shapes=PORT_SHAPES, bytes_per_number=4):
     """The bytes of exercise 2's weights on each device under ``layouts`` (by default the tf_keras map's;
     every device holds the same): exercise 3's answer."""
@@ -320,17 +177,20 @@ UNITS = ((2 ** 20, "MiB"), (2 ** 10, "KiB"), (10 ** 6, "MB"), (10 ** 3, "kB"))
 
 
 class PredictBytes(Exercise):
-    title = "Predict the bytes each device holds"
-    points = 2
+    title = "Predict the bytes each device holds, here and on a pod"
+    points = 3
+    # A prediction: matmul_cost prices a kernel on mesh sizes alone (the pod's too) and prints the bytes each device
+    # holds; the check counts only while the notebook has not imported it.
+    revealed_by = ("course_utils.costs:matmul_cost",)
     hints = (
-        "Go weight by weight: how much of each weight does one device keep under the layouts of exercise 2, and how "
-        "many bytes does one float32 take?",
-        "An axis split over 'model' (size 2) is halved on each device; 'batch' splits only the data; a weight without "
-        "a key is whole on every device. Count 4 bytes per float32, and only model.weights: no optimizer slots or "
-        "counters. Add up all six weights, biases included.",
+        "Go weight by weight: how much of each weight does one device keep under the colleague's layouts, and how "
+        "many bytes does one float32 take? On the pod, the same layouts meet a mesh whose axes have other sizes.",
+        "An axis split over 'model' is divided by the size of 'model' (2 here, 8 on the pod); 'batch' splits only "
+        "the data; a weight without a key is whole on every device. Count 4 bytes per float32, and only "
+        "model.weights: no optimizer slots or counters. Add up all six weights, biases included.",
     )
 
-    def grade(self, weight_bytes_per_device, weight_bytes_total):
+    def grade(self, weight_bytes_per_device, weight_bytes_total, pod_bytes_per_device):
         fb = Feedback()
         whole = {path: None for path in PORT_SHAPES}
         want_total, want = _reference_bytes_per_device(whole), _reference_bytes_per_device()
@@ -338,7 +198,41 @@ class PredictBytes(Exercise):
                           other=want)
         self._grade_count(fb, "weight_bytes_per_device", as_number(weight_bytes_per_device), weight_bytes_per_device,
                           want, _reference_port_axes(), other=want_total)
+        self._grade_pod(fb, as_number(pod_bytes_per_device), pod_bytes_per_device, want, want_total)
         return fb
+
+    @staticmethod
+    def _grade_pod(fb, given, raw, here, total):
+        """The per-device count on the 8 x 8 pod: right, or the typical mistake (the 4 x 2 mesh's share, 'batch'
+        dividing the weights too, the counts of the first part)."""
+        name, layouts = "pod_bytes_per_device", _reference_port_axes()
+        want = _reference_bytes_per_device(layouts, POD_AXES)
+        if given is not None and abs(given - want) < 0.5:
+            fb.right(f"{name}: the same layouts on a batch=8 x model=8 pod")
+            return
+        answer = f"{name} = {want}"
+
+        def near(value):
+            return given is not None and abs(given - value) < 0.5
+
+        if given is None:
+            fb.wrong(f"{name}: give a number of bytes, got {raw!r}.")
+        elif near(here):
+            fb.wrong(f"{name}: that is one device's share on the 4 x 2 mesh. On the pod, 'model' has "
+                     f"{POD_AXES['model']} devices: what is each split axis divided by there?", answer=answer)
+        elif near(total):
+            fb.wrong(f"{name}: that is the whole model; the colleague's map splits some weights over 'model' on the "
+                     f"pod too.")
+        elif (near(_reference_bytes_per_device(layouts, {"batch": 8, "model": 64})) or near(total / 64)
+              or near(total // 64)):
+            fb.wrong(f"{name}: 'batch' splits the data, not the weights: a weight is split only along the mesh axes "
+                     f"its layout names, and 'model' has {POD_AXES['model']} devices.", answer=answer)
+        elif near(want / 4):
+            fb.wrong(f"{name}: that counts the numbers (parameters), not their bytes.",
+                     answer=f"A float32 takes 4 bytes: {answer}.")
+        else:
+            fb.wrong(f"{name}: go weight by weight with the colleague's layouts: an axis split over 'model' is divided "
+                     f"by {POD_AXES['model']} on the pod, a weight without a key is whole.", answer=answer)
 
     @staticmethod
     def _grade_count(fb, name, given, raw, want, layouts, other):
@@ -423,4 +317,4 @@ class PredictBytes(Exercise):
 
 
 CHAPTER = chapter(8, "Keras 3 on JAX", {
-    "q1": ReadSharding, "q2": PortLayoutMap, "q3": PredictBytes, "q4": BudgetStep}, uses_tensorflow=False)
+    "q1": ReadSharding, "q2": PortAnyLayoutMap, "q3": PredictBytes, "q4": BudgetStep}, uses_tensorflow=False)

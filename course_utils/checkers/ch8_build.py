@@ -13,9 +13,9 @@ from .ch8_run import _ModelMaker, _call_with_time_limit, _device_ids, describe_b
 
 BUDGET_MODEL = "tower"
 BUDGET_INPUT = (10, 10, 1)
-BUDGET_LAYERS = (("h1", 96, "relu"), ("h2", 64, "relu"), ("out", 10, None))  # Dense layers: name, units, activation
+BUDGET_LAYERS = (("h1", 96, "relu"), ("out", 10, None))  # Dense layers: name, units, activation (two: compiled fast)
 BUDGET_MESH = ((2, 4), ("data", "model"))  # the first axis splits the batch
-BUDGET_BYTES = 24_000  # whole: 66 216 bytes; h1's kernel split 4 ways: 37 416; both kernels split: 18 984
+BUDGET_BYTES = 12_000  # whole: 42 664 bytes; h1's kernel split 4 ways: 13 864; both kernels split: 10 984
 BUDGET_BATCH = 48  # more than fit's default batch of 32: fit without batch_size runs two steps
 BUDGET_SECONDS = 60  # the learner's call: a stuck all-reduce (some jax versions, few cores) becomes a hint
 KERAS_RULES = ("search", "fullmatch")  # Keras 3.13 (Colab), Keras 3.15
@@ -77,6 +77,26 @@ def _reads_probabilities(setting):
     if isinstance(setting.get("name"), str):
         return "crossentropy" in setting["name"]  # Keras' string losses take probabilities
     return setting.get("from_logits") is False
+
+
+def _judge_why_more_steps(calls, examples):
+    """Why the model's fit and train_on_batch calls (:func:`.ch8_run._noting_calls`) ran more than one step."""
+    calls = list(calls)
+    if len(calls) > 1:
+        return f"the model was trained {len(calls)} times ({', '.join(call['method'] for call in calls)})."
+    if not calls or calls[0]["method"] != "fit":
+        return "one step is one batch of all the examples, once."
+    call = calls[0]
+    size, epochs, steps = call.get("batch_size"), call.get("epochs"), call.get("steps_per_epoch")
+    if steps is not None and steps > 1:
+        return f"fit(..., steps_per_epoch={steps}) runs {steps} steps per epoch."
+    if size is None and examples > 32:
+        return f"fit without batch_size cuts the {examples} examples into batches of 32."
+    if size is not None and size < examples:
+        return f"batch_size={size} cuts the {examples} examples into {math.ceil(examples / size)} batches."
+    if epochs is not None and epochs > 1:
+        return f"epochs={epochs} runs the whole batch {epochs} times, one step each."
+    return "one step is one batch of all the examples, once."
 
 
 STUCK = ("train_one_step did not return within {seconds} s: the devices' all-reduce is probably stuck (a problem "
@@ -221,7 +241,7 @@ class BudgetStep(Exercise):
                      if returned["loss_build"] is not None else
                      "The model returned is not one that make_model() built: return the model you trained.")
         else:
-            self._judge_step(fb, data["step"], values, images, labels)
+            self._judge_step(fb, data["step"], values, images, labels, build.get("calls", []))
         return fb
 
     @staticmethod
@@ -355,7 +375,7 @@ class BudgetStep(Exercise):
                             "fits.")
 
     @staticmethod
-    def _judge_step(fb, step, values, images, labels):
+    def _judge_step(fb, step, values, images, labels, calls=()):
         import numpy as np
 
         want, gradients = _reference_numpy_step(values, images, labels)
@@ -374,8 +394,7 @@ class BudgetStep(Exercise):
                         if np.any(change) and float(np.sum(change * gradients[path])) >= 0)
         same_loss = abs(got - want) <= 1e-4 * max(1.0, abs(want))
         if steps > 1:
-            fb.wrong(f"The optimizer ran {steps} steps, not one: fit without batch_size cuts the {len(images)} "
-                     f"examples into batches of 32.",
+            fb.wrong(f"The optimizer ran {steps} steps, not one: {_judge_why_more_steps(calls, len(images))}",
                      answer="One step on the whole batch: fit(images, labels, batch_size=len(images), epochs=1).")
         elif len(unchanged) == len(changes):
             fb.wrong("The weights did not change: train_one_step ran no training step on the model it returned.")

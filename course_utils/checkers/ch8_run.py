@@ -29,20 +29,48 @@ class _ModelMaker:
         import keras
         from keras import distribution as kd
 
-        build = {"distribution": kd.distribution(), "model": None, "held": None}
+        build = {"distribution": kd.distribution(), "model": None, "held": None, "calls": []}
         self.builds.append(build)
-        model = keras.Sequential(
+        model = keras.Sequential(  # zeros, then the checker's values: no random initializer to compile per shape
             [keras.Input(self.input_shape), keras.layers.Flatten()]
-            + [keras.layers.Dense(units, activation=activation, name=name) for name, units, activation in self.layers],
+            + [keras.layers.Dense(units, activation=activation, name=name, kernel_initializer="zeros")
+               for name, units, activation in self.layers],
             name=self.model_name)
         for weight in model.weights:
             weight.assign(self.values[weight.path])
+        for method in ("fit", "train_on_batch"):  # each call's arguments are noted, so that feedback can name them
+            object.__setattr__(model, method, _noting_calls(getattr(model, method), method, build["calls"]))
         build["model"] = model
         try:
             build["held"] = _bytes_held(model)  # as built: a step that fails half-way can leave no values to read
         except Exception:
             pass
         return model
+
+
+FIT_ARGUMENTS = ("x", "y", "batch_size", "epochs")  # Model.fit's first positional parameters
+
+
+def _whole_number(value):
+    """``value`` as an int when it is a whole number (a NumPy one too), else None."""
+    import numbers
+
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+
+
+def _noting_calls(method, name, calls):
+    """``method`` (a model's ``fit`` or ``train_on_batch``), noting each call in ``calls`` as plain data first:
+    ``{"method", "examples"}`` and, for ``fit``, ``"batch_size"``, ``"epochs"`` and ``"steps_per_epoch"`` as given
+    (None when left out)."""
+    def noted(*args, **kwargs):
+        given = dict(zip(FIT_ARGUMENTS, args), **kwargs)
+        note = {"method": name, "examples": len(given["x"]) if hasattr(given.get("x"), "__len__") else None}
+        if name == "fit":
+            note.update({key: _whole_number(given.get(key)) for key in ("batch_size", "epochs", "steps_per_epoch")})
+        calls.append(note)
+        return method(*args, **kwargs)
+
+    return noted
 
 
 def _call_with_time_limit(function, args, seconds):
@@ -177,7 +205,7 @@ def describe_step(model, loss):
 def describe_builds(builds, paths):
     """Each model ``make_model()`` began to build: ``{"built": bool, "distribution":
     :func:`describe_distribution`, "held": what its devices hold now (:func:`_bytes_held`), else as
-    built, else None}``."""
+    built, else None, "calls": its fit and train_on_batch calls (:func:`_noting_calls`)}``."""
     described = []
     for build in builds:
         held = None
@@ -186,6 +214,6 @@ def describe_builds(builds, paths):
                 held = _bytes_held(build["model"])
             except Exception:  # a step that failed half-way can leave Keras variables without values
                 held = build["held"]
-        described.append({"built": build["model"] is not None, "held": held,
+        described.append({"built": build["model"] is not None, "held": held, "calls": list(build["calls"]),
                           "distribution": describe_distribution(build["distribution"], paths)})
     return described

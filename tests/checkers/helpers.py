@@ -80,6 +80,20 @@ def sandbox_copy(name):
     return module, undefined
 
 
+def assert_tool_not_imported_before(notebook, cell_id, tool):
+    """Neither the solution nor the exercise notebook ``notebook`` names ``tool`` in a code cell before the cell
+    ``cell_id`` (a prediction's check counts only before the tool that prints its answer is imported)."""
+    import nbformat
+
+    from course_utils.tools.checkout import checkout_root
+
+    for folder in ("solutions", "exercises"):
+        nb = nbformat.read(checkout_root() / folder / notebook, as_version=4)
+        ids = [cell.get("id") for cell in nb.cells]
+        before = "\n".join(cell.source for cell in nb.cells[:ids.index(cell_id)] if cell.cell_type == "code")
+        assert tool not in before, (folder, notebook, tool)
+
+
 def holding(module, answer):
     """The names of ``module`` whose value equals ``answer``."""
     found = []

@@ -305,5 +305,151 @@ def test_ch7_the_sandbox_copy_states_no_answer():
                    ch7._reference_speedup(4, 12), ch7._reference_fewest_micro_batches(8, 0.1)):
         assert not holding(module, answer), answer
     assert module.CASES == tuple(ch7._reference_descriptions())
-    for cls in module.CHAPTER.exercises:
-        assert not {"grade", "judge"} & set(vars(cls)) and cls.hints, cls.__name__
+    for cls in module.CHAPTER.exercises:  # this module's own (ch7_moe's are stripped in its own copy, tested below)
+        if cls.__module__ == module.__name__:
+            assert not {"grade", "judge"} & set(vars(cls)) and cls.hints, cls.__name__
+
+
+# --- exercise 2 is a prediction: re and a LayoutMap print its answer -------------------------------
+
+def test_ch7_q2_counts_only_before_re_is_imported(monkeypatch):
+    """Issue 37: a check made while the notebook's namespace holds re (or a LayoutMap class) scores 0 and says why;
+    the exercise notebook imports re only in the cell after the check."""
+    import re
+    import sys
+
+    assert_correct(grade(7, "q2", FOUND))
+    monkeypatch.setitem(vars(sys.modules["__main__"]), "re", re)
+    result = grade(7, "q2", FOUND)
+    assert result.points == 0 and "`match` and `search` and `fullmatch`" in result.message, result.message
+    assert "counts only when it is checked before the tool is imported" in result.message
+    monkeypatch.delitem(vars(sys.modules["__main__"]), "re")
+    monkeypatch.setitem(vars(sys.modules["__main__"]), "search", re.search)  # an alias counts too
+    assert grade(7, "q2", FOUND).points == 0
+
+
+def test_ch7_q2_the_notebook_imports_re_only_after_the_check():
+    import nbformat
+
+    from course_utils.tools.checkout import checkout_root
+
+    for folder in ("solutions", "exercises"):
+        nb = nbformat.read(checkout_root() / folder / "07_where_next.ipynb", as_version=4)
+        ids = [cell.get("id") for cell in nb.cells]
+        before = "\n".join(cell.source for cell in nb.cells[:ids.index("ch7-q2")] if cell.cell_type == "code")
+        assert "import re" not in before and "LayoutMap" not in before, folder
+
+
+# --- exercise 5: experts with a capacity, built and measured ---------------------------------------
+
+def moe_answer(capacity="per group", returns="grouped", route="all-to-all", fixed_mesh=None):
+    """A moe_layer a learner could write; the defaults make a right one. capacity: "per group", "none" (every token
+    kept, the chapter's way), "whole batch" (counted over all tokens). returns: "grouped" ([G, S, f]) or "flat"
+    ([T, f]). route: "all-to-all" (relayouts), "gather" (every device gathers all slots), "no capacity slots" (the
+    chapter's dispatch [G, S, E, S]: a slot per token)."""
+    def moe_layer(tokens, expert_of, experts, cap, mesh):
+        import tensorflow as tf
+        from tensorflow.experimental import dtensor
+
+        from course_utils import pack_batch
+
+        U = dtensor.UNSHARDED
+        mesh = fixed_mesh or mesh
+        groups, count = mesh.dim_size("model"), experts.shape[0]
+        per_group, d = tokens.shape[0] // groups, tokens.shape[1]
+        slots = per_group if capacity == "none" or route == "no capacity slots" else cap
+        chosen = np.eye(count, dtype=np.float32)[expert_of]
+        if capacity == "whole batch":
+            rank = (np.cumsum(chosen, axis=0) - 1) * chosen
+            chosen, rank = chosen.reshape(groups, per_group, count), rank.reshape(groups, per_group, count)
+        else:
+            chosen = chosen.reshape(groups, per_group, count)
+            rank = (np.cumsum(chosen, axis=1) - 1) * chosen
+        dispatch = np.zeros((groups, per_group, count, slots), np.float32)
+        g, s, e = np.nonzero(chosen)
+        limit = per_group if capacity == "none" else cap
+        kept = rank[g, s, e] < limit
+        dispatch[g[kept], s[kept], e[kept], rank[g, s, e][kept].astype(int)] = 1.0
+
+        def on_model(value):
+            return pack_batch(value, dtensor.Layout(["model"] + [U] * (value.ndim - 1), mesh))
+
+        @tf.function
+        def layer(dispatch, grouped, weights):
+            by_group = tf.einsum("gsec,gsd->egcd", dispatch, grouped)
+            target = (dtensor.Layout.replicated(mesh, 4) if route == "gather" else
+                      dtensor.Layout(["model", U, U, U], mesh))
+            computed = tf.einsum("egcd,edf->egcf", dtensor.relayout(by_group, target), weights)
+            back = dtensor.relayout(computed, dtensor.Layout([U, "model", U, U], mesh))
+            return tf.einsum("gsec,egcf->gsf", dispatch, back)
+
+        out = layer(on_model(dispatch), on_model(tokens.reshape(groups, per_group, d)), on_model(experts))
+        return tf.reshape(out, [tokens.shape[0], -1]) if returns == "flat" else out
+
+    return moe_layer
+
+
+def test_ch7_q5_truth_the_layer_and_its_traffic(cpus8):
+    """The checker's reference on one case by hand, and the cases drop tokens (so a capacity that drops none is told
+    apart)."""
+    from course_utils.checkers import ch7_moe
+
+    tokens = np.arange(8, dtype="float32").reshape(4, 2)
+    experts = np.stack([np.eye(2), 2 * np.eye(2)]).astype("float32")
+    out = ch7_moe._reference_moe(tokens, np.array([0, 0, 1, 0]), experts, capacity=1, groups=2)
+    np.testing.assert_array_equal(out, [[0, 1], [0, 0], [8, 10], [6, 7]])  # group 0: token 1 is expert 0's second
+    for case in ch7_moe.MOE_CASES:
+        tokens, expert_of, experts = ch7_moe.moe_case(case)
+        groups = dict(case["mesh"])["model"]
+        kept = ch7_moe._reference_moe(tokens, expert_of, experts, case["capacity"], groups)
+        assert np.any(np.all(kept == 0, axis=1)), case  # some tokens dropped
+        assert not np.allclose(kept, ch7_moe._reference_moe(tokens, expert_of, experts, case["capacity"], groups,
+                                                            per_group=False)), case
+
+
+def test_ch7_q5_right_forms(cpus8):
+    result = grade(7, "q5", moe_answer())
+    assert_correct(result)
+    assert "✗" not in result.message
+    assert_correct(grade(7, "q5", moe_answer(returns="flat")))
+
+
+@pytest.mark.parametrize("options, fragments, points", [
+    ({"capacity": "none"}, ["every token got its expert's output", "dropped", "a slot for every token"], 1),
+    ({"capacity": "whole batch"}, ["counted over the whole batch", "per group"], 2),
+    ({"route": "gather"}, ["an all-gather ran"], 2),
+    ({"route": "no capacity slots"}, ["a slot for every token of the group"], 3),
+])
+def test_ch7_q5_wrong_answers(cpus8, options, fragments, points):
+    assert_hint(grade(7, "q5", moe_answer(**options)), *fragments, points=points)
+
+
+def test_ch7_q5_other_answers(cpus8):
+    from course_utils import make_mesh
+
+    assert grade(7, "q5", None).status == "unanswered"
+    assert_hint(grade(7, "q5", "moe"), "should be a function")
+    assert_hint(grade(7, "q5", lambda tokens, expert_of, experts, capacity, mesh: tokens), "not a DTensor",
+                "nothing moved between devices", points=0)
+    assert_hint(grade(7, "q5", lambda tokens, expert_of, experts: tokens), "moe_layer raised TypeError")
+    assert_hint(grade(7, "q5", moe_answer(fixed_mesh=make_mesh([("batch", 4), ("model", 2)]))),
+                "not on the mesh passed in", points=3)  # right on the first case's mesh; wrong on the second
+
+
+def test_ch7_q5_first_try_and_graded_keep_the_fix_back(cpus8):
+    answer = moe_answer(capacity="none")
+    first = exercises(7).q5._evaluate((answer,), {}, first_try=True).message
+    assert "count the tokens routed to each expert" not in first and "bytes (d and f numbers" not in first, first
+    graded = exercises(7, mode="graded").q5.evaluate(answer).message
+    assert "count the tokens routed to each expert" not in graded
+
+
+def test_ch7_q5_another_seed_and_the_stripped_copy(cpus8):
+    ex = exercises(7).q5
+    assert_correct(ex.judge_export(ex.export(moe_answer(), seed=12345), seed=12345))
+    result = ex.judge_export(ex.export(moe_answer(), seed=0), seed=12345)
+    assert result.points < result.max_points, result.message
+    stripped = stripped_exercise("ch7_moe", "ExpertsWithCapacity", 7, "q5")
+    assert_correct(ex.judge_export(stripped.export(moe_answer(), seed=7), seed=7))
+    module, undefined = sandbox_copy("ch7_moe")
+    assert not undefined and "_reference_moe" not in vars(module)
