@@ -59,10 +59,13 @@ class WhatThreeWorkersDeliver(Exercise):
 
 # Exercise 2: the learner's trainer_dataset(examples, service, batch_size), called once per trainer by the checker on
 # a service of its own. Two runs, each (service workers, examples, batch size), with TRAINERS trainers; every run's
-# examples leave out at most TRAINERS x batch_size, well under a tenth, with either right fix.
+# examples leave out fewer than TRAINERS x batch_size with either right fix.
 TRAINERS = 3
-NOTEBOOK_RUNS = ((3, 96, 8), (2, 72, 6))
-GRADER_RUNS = ((3, 96, 8), (2, 72, 6), (3, 84, 7), (2, 80, 5), (3, 75, 5), (2, 100, 10))
+# No run's examples are a multiple of its batch size: the service workers' shares then cannot all end on a full batch,
+# so a pipeline that keeps short batches always gets one (with 96 examples and batches of 8 it got none in the runs
+# where every worker's share happened to be a multiple of 8, and the chapter's pipeline was judged right).
+NOTEBOOK_RUNS = ((3, 100, 8), (2, 75, 6))
+GRADER_RUNS = ((3, 100, 8), (2, 75, 6), (3, 88, 7), (2, 83, 5), (3, 77, 5), (2, 105, 10))
 READ_AT_MOST = 2  # the checker stops reading once the trainers received this many times the examples
 READ_SECONDS = 60  # and gives up after this long (a pipeline whose trainers wait for each other forever)
 
@@ -72,7 +75,7 @@ def service_runs(seed):
 
     Example:
         >>> service_runs(0)
-        ((3, 96, 8), (2, 72, 6))
+        ((3, 100, 8), (2, 75, 6))
     """
     if seed == 0:
         return NOTEBOOK_RUNS
