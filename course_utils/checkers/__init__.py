@@ -31,7 +31,8 @@ from .core import CORRECT, GRADED, INCORRECT, PARTIAL, SELF_STUDY, UNANSWERED, C
 __all__ = ["CORRECT", "GRADED", "INCORRECT", "PARTIAL", "SELF_STUDY", "UNANSWERED", "ChapterExercises", "Exercise",
            "Result", "chapter_definition", "exercises", "is_placeholder", "registry"]
 
-CHAPTER_MODULES = {1: "ch1", 2: "ch2", 3: "ch3", 4: "ch4", 5: "ch5", 6: "ch6", 7: "ch7", 8: "ch8", 9: "ch9", 12: "ch12"}
+CHAPTER_MODULES = {1: "ch1", 2: "ch2", 3: "ch3", 4: "ch4", 5: "ch5", 6: "ch6", 7: "ch7", 8: "ch8", 9: "ch9", 12: "ch12",
+                   13: "ch13"}
 _BOUND = {}
 
 

@@ -1,7 +1,6 @@
-"""Chapter 12's checkers: what three service workers deliver (q1), three trainers fed full batches by a tf.data service
-of the checker's own (q2), and a model's gradients packed by TensorFlow's rule (q3): the right answers in several forms,
-the typical wrong answers with the hints they get, and what graded feedback holds back."""
-import random
+"""Chapter 12's checkers: what three service workers deliver (q1) and three trainers fed full batches by a tf.data service
+of the checker's own (q2): the right answers in several forms, the typical wrong answers with the hints they get, and
+what graded feedback holds back."""
 import time
 
 import pytest
@@ -123,7 +122,8 @@ def test_ch12_q2_right_for_the_runs_the_grader_draws():
     for seed in (3, 11):
         runs = ch12.service_runs(seed)
         assert runs != ch12.service_runs(0) and len(set(runs)) == 2
-        assert q2.judge_export(q2.export(batch_on_the_service, seed=seed), seed).status == "correct"
+    # one seed's runs on a service (each export starts two services in this process)
+    assert q2.judge_export(q2.export(batch_on_the_service, seed=3), 3).status == "correct"
 
 
 def test_ch12_q2_sandbox_copy_collects_what_the_grader_judges():
@@ -138,87 +138,11 @@ def test_ch12_q2_each_check_is_quick():
     assert time.perf_counter() - start < 15  # about 2 s on a quiet 2-core machine; the bound leaves room for load
 
 
-# ----------------------------------------------------------------------------------------------- q3: packs
-def packs_loop(sizes, bytes_per_pack):
-    if bytes_per_pack == 0:
-        return [sum(sizes)]
-    packs, held = [], 0
-    for floats in sizes[::-1]:
-        if not packs or held > bytes_per_pack:
-            packs.append(0)
-            held = 0
-        packs[-1] += floats
-        held += 4 * floats
-    return packs
-
-
-def packs_with_tensorflows_function(sizes, bytes_per_pack):
-    import tensorflow as tf
-    from tensorflow.python.distribute import cross_device_utils
-
-    grouped = cross_device_utils.group_by_size([tf.zeros([n]) for n in reversed(sizes)], bytes_per_pack)
-    return [sum(int(t.shape[0]) for t in pack) for pack in grouped]
-
-
-@pytest.mark.parametrize("answer", [packs_loop, packs_with_tensorflows_function])
-def test_ch12_q3_right_in_several_forms(answer):
-    assert_correct(grade(12, "q3", answer))
-
-
-def forward(sizes, bytes_per_pack):  # no reversal
-    return packs_loop(sizes[::-1], bytes_per_pack)[::-1]
-
-
-def at_least(sizes, bytes_per_pack):  # closes a pack once it holds bytes_per_pack, not more
-    if bytes_per_pack == 0:
-        return [sum(sizes)]
-    packs, held = [], 0
-    for floats in sizes[::-1]:
-        if not packs or held >= bytes_per_pack:
-            packs.append(0)
-            held = 0
-        packs[-1] += floats
-        held += 4 * floats
-    return packs
-
-
-@pytest.mark.parametrize("answer, fragment", [
-    (forward, "cut in the model's order"),
-    (lambda sizes, b: packs_loop(sizes, b)[::-1], "in the wrong order"),
-    (at_least, "MORE than"),
-    (lambda sizes, b: [4 * p for p in packs_loop(sizes, b)], "in bytes"),
-    (lambda sizes, b: packs_loop(sizes, b) if b else list(reversed(sizes)), "bytes_per_pack=0 is a special case"),
-    (lambda sizes, b: [[n] for n in sizes], "not a list of whole numbers"),
-    (lambda sizes, b: 1 / 0, "raised ZeroDivisionError"),
-])
-def test_ch12_q3_typical_mistakes_are_named(answer, fragment):
-    assert_hint(grade(12, "q3", answer), fragment)
-
-
-def test_ch12_q3_the_reference_is_tensorflows_rule():
-    """The reference packs as TensorFlow's own function does (on the reversed gradients), on the checker's cases and
-    on many more; and the chapter's model gives the packs its graph showed."""
-    for seed in range(30):
-        for sizes, bytes_per_pack in ch12.pack_cases(seed):
-            assert ch12._reference_packs(sizes, bytes_per_pack) == packs_with_tensorflows_function(sizes, bytes_per_pack)
-    rng = random.Random(0)
-    for _ in range(50):
-        sizes = [rng.randint(1, 5000) for _ in range(rng.randint(1, 7))]
-        bytes_per_pack = rng.choice([0, 1, rng.randint(1, 4 * sum(sizes))])
-        assert ch12._reference_packs(sizes, bytes_per_pack) == packs_with_tensorflows_function(sizes, bytes_per_pack)
-    assert ch12._reference_packs([50176, 64, 640, 10], 1000) == [650, 50240]  # the chapter's n08 cell
-
-
-def test_ch12_q3_graded_feedback_hides_the_packs():
-    result = exercises(12, mode="graded").q3.evaluate(at_least)
-    assert result.points == 0 and "MORE than" in result.message and "Here the packs are" not in result.message
-
-
 # ----------------------------------------------------------------------------------------------- the sandbox copy
 def test_ch12_the_sandbox_copy_states_no_answer():
     module, undefined = sandbox_copy("ch12")
     assert not undefined
-    for gone in ("_reference_deliveries", "_reference_packs"):
+    for gone in ("_reference_deliveries",):
         assert not hasattr(module, gone), gone
     assert not holding(module, RIGHT_DELIVERIES)
     for cls in module.CHAPTER.exercises:
