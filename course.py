@@ -33,7 +33,8 @@ Runs the test environments (all four, or those named by --env):
   main     unit tests and every notebook with nbval, in .venv
   colab    every chapter and solution notebook alone in an empty folder with Colab's packages (.venv-colab)
   browser  JupyterLab in headless Chromium: the layout explorer and an exercise check
-  site     the website built from the chapters main executed, read in headless Chromium
+  site     the website built from the chapters main executed, read in headless Chromium, every
+           slide of every deck measured
 Two or more run side by side, main then site beside colab then browser (each alone leaves a core
 idle part of the time; together they keep both busy), each writing its output to
 test-artifacts/<env>.log; one alone prints its output as it goes.
@@ -103,7 +104,7 @@ def test_runs(pytest_args):
         "colab": (["main", "colab"], ["tests/environments/test_colab.py", *workers, "--dist", "load",
                                       f"--colab-python={python_of('colab')}", *pytest_args]),
         "browser": (["main"], ["tests/environments/test_jupyterlab.py", *pytest_args]),
-        "site": (["main"], ["tests/environments/test_site.py", *pytest_args]),
+        "site": (["main"], ["tests/environments/test_site.py", "tests/environments/test_decks.py", *pytest_args]),
     }
     return {env: (venvs, [*args, f"--junitxml={REPORTS / env}.xml"]) for env, (venvs, args) in runs.items()}
 

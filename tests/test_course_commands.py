@@ -38,7 +38,7 @@ def test_each_environment_runs_its_own_tests_on_every_core(course):
     assert venvs == ["main", "colab"] and args[0] == "tests/environments/test_colab.py"
     assert "--dist" in args and args[args.index("--dist") + 1] == "load"
     assert runs["browser"][1][0] == "tests/environments/test_jupyterlab.py"
-    assert runs["site"][1][0] == "tests/environments/test_site.py"
+    assert runs["site"][1][:2] == ["tests/environments/test_site.py", "tests/environments/test_decks.py"]
 
 
 def test_the_time_table_ranks_files_by_the_seconds_of_their_tests(course, tmp_path):

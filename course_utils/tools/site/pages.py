@@ -131,7 +131,12 @@ def numbers(plan):
 
 def plan_slots(root, items, start):
     """The items of a plan on the clock, from ``start`` ("9:00"), each given the minutes its notebook states (a
-    pause its own): ``[(begin, end, minutes, folder, chapter or pause minutes)]``, times as "9:35"."""
+    pause its own): ``[(begin, end, minutes, folder, chapter or pause minutes)]``, times as "9:35".
+
+    Example:
+        >>> plan_slots(Path("."), [("pause", 15), ("pause", 60)], "11:45")
+        [('11:45', '12:00', 15, 'pause', 15), ('12:00', '13:00', 60, 'pause', 60)]
+    """
     hours, minutes = map(int, start.split(":"))
     clock, slots = hours * 60 + minutes, []
     for folder, what in items:

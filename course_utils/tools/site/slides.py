@@ -14,7 +14,8 @@ and stated time), the slides of its cells, and a closing slide with the exercise
 instructors' workshop plans give the chapter (:mod:`.pages`). The speaker notes of a slide are the markdown cell
 it is on or, for a slide on a code cell, the markdown cells right above that cell; every other markdown cell
 joins the notes of the slide before it, so the speaker view holds the whole chapter. JupyterLab and nbval ignore
-cell metadata: the learner reading the chapter sees none of it.
+cell metadata: the learner reading the chapter sees none of it. :func:`deck_problems` says what a chapter's deck
+lacks (a slide per 5 minutes the chapter states, a slide in each ``##`` section); the browser test checks it.
 
 A deck is nbconvert's reveal.js slideshow (slide types ``slide`` and ``notes``) of a notebook made for it, with
 the course's template (``slides_template``: one slide 1280 x 720, or 720 x 1280 on an upright screen, the
@@ -38,10 +39,10 @@ SLIDE_TEMPLATE = Path(__file__).resolve().parent / "slides_template"
 NOTEBOOK_LINK = re.compile(r"(\.\./(?:notebooks|exercises|solutions)/\w+)\.ipynb")
 WORD = re.compile(r"\S*\w\S*")  # a word: a run of characters without spaces, holding a letter or a digit
 SECTION = re.compile(r"^## +(.+?)\s*$", re.M)  # a chapter's section, which its deck covers
-HOW_TO = ("give the cells that carry the chapter's ideas a `slides` list in their metadata (JupyterLab: the "
-          "property inspector's cell metadata), e.g. {\"slides\": [{\"title\": \"...\", \"bullets\": [\"...\"]}]} on "
-          "a markdown cell, {\"slides\": [{\"title\": \"...\", \"show\": \"output\"}]} on a cell that draws a "
-          "picture (see course_utils/tools/site/slides.py)")
+HOW_TO = ("give the cells that carry the chapter's ideas a `slides` list in their metadata (JupyterLab: the right "
+          "sidebar's property inspector, Advanced Tools, Cell Metadata), e.g. {\"slides\": [{\"title\": \"...\", "
+          "\"bullets\": [\"...\", \"...\"]}]} on a markdown cell, {\"slides\": [{\"title\": \"...\", \"show\": "
+          "\"picture\"}]} on a cell that draws (see course_utils/tools/site/slides.py)")
 
 
 class SlideError(ValueError):
@@ -137,24 +138,22 @@ def chapter_slides(nb, where):
         >>> [(slide["title"], notes) for slide, cell, notes in chapter_slides(nbformat.v4.new_notebook(cells=cells), "")]
         [('What a mesh is', ['## Meshes', 'A mesh is ...'])]
     """
-    groups, above = [], []  # groups: [cell, its slides, its notes]; above: markdown cells waiting for their slide
+    groups, above = [], []  # groups: [cell, its slides, its notes]; above: markdown cells no slide is on, yet
     for cell in nb.cells:
         if cell.get("id") in (BADGE_ID, SETUP_ID):
             continue
         slides = cell_slides(cell, f"{where}, cell {cell.get('id')}")
-        if slides and cell.cell_type == "code":
-            groups.append([cell, slides, above])
-        elif slides:
-            if groups:
-                groups[-1][2].extend(above)
-            groups.append([cell, slides, [] if groups else above])
-            groups[-1][2].append(cell.source)
-        elif cell.cell_type == "markdown":
-            above = above + [cell.source]
+        if cell.cell_type == "markdown" and not slides:
+            above.append(cell.source)
             continue
-        elif groups:
-            groups[-1][2].extend(above)
-        above = [] if groups else above
+        if not groups and not slides:
+            continue  # a code cell before the first slide: the prose above it waits for the first slide
+        if groups and not (slides and cell.cell_type == "code"):
+            groups[-1][2].extend(above)  # prose that no slide is on, and no code slide follows, joins the last slide
+            above = []
+        if slides:
+            groups.append([cell, slides, above + ([cell.source] if cell.cell_type == "markdown" else [])])
+        above = []
     if groups:
         groups[-1][2].extend(above)
     return [(slide, cell, notes) for cell, slides, notes in groups for slide in slides]
@@ -243,9 +242,11 @@ def closing_text(root, name):
         if ("notebooks", chapter) in slots:
             planned = True
             begin, end, length = slots["notebooks", chapter]
-            then = ("" if not exercise else "; the exercises are homework" if ("exercises", chapter) not in slots
-                    else ", then the exercises, {}–{}".format(*slots["exercises", chapter][:2]))
-            lines.append(f"**{plan}:** {begin}–{end} ({length} min){then}")
+            lines.append(f"**{plan}:** {begin}–{end} ({length} min)")
+            if ("exercises", chapter) in slots:
+                lines[-1] += ", then the exercises, {}–{}".format(*slots["exercises", chapter][:2])
+            elif exercise:
+                lines[-1] += "; the exercises are homework"
     if not planned:
         lines.append(f"**Self-study:** about {notebook_minutes(root / 'notebooks' / f'{name}.ipynb')} minutes; in "
                      "neither workshop plan")
@@ -326,7 +327,7 @@ def build_slides(chapters, folder, vendor, root, mathjax=None, echo=print):
     written = []
     for name, nb in chapters.items():
         deck = deck_notebook(nb, name, Path(root))
-        if len(deck.cells) == 2:
+        if not any(cell.metadata.get("slides") for cell in nb.cells):
             echo(f"notebooks/{name}.ipynb has no slides, so its deck is only its title and closing slides: {HOW_TO}.")
         written.append(folder / f"{name}.slides.html")
         write_deck(deck, written[-1], reveal, require_js, mathjax)
