@@ -6,7 +6,8 @@ what to add. The decks of the website built as ``python3 course.py site`` builds
 opened in headless Chromium, offline, at 1280 x 720 and on a 390 px phone screen, and every slide is shown in turn
 and measured: what it holds against the slide's own size (nothing scrolls, is cut off or runs off the screen) and
 the words it shows (60 on a slide of text; 80 on a slide that shows a chapter's code, output or picture, and
-those for at most a quarter of a deck). Every slide's screenshot and the measures go to test-artifacts/decks/.
+those for at most a quarter of a deck). The measures of every slide, and a screenshot of each slide that fails, go
+to test-artifacts/decks/.
 The speaker view is opened once: it must follow the deck and show the chapter's own prose for the slide on screen.
 """
 import json
@@ -61,35 +62,42 @@ def test_every_chapter_has_a_deck_for_its_time_and_each_of_its_sections(chapter)
     assert not problems, "\n".join(problems)
 
 
+def slide_problems(slide, where):
+    """What is wrong with one measured slide (:data:`MEASURE`), as sentences that say what to change."""
+    limit = MAX_WORDS if slide["kind"] in ("title", "text", "closing") else SHOWN_WORDS
+    wrong = []
+    if slide["height"] > slide["slide_height"] or slide["width"] > slide["slide_width"]:
+        wrong.append(f"{where}: holds {slide['width']} x {slide['height']} px, the slide is "
+                     f"{slide['slide_width']} x {slide['slide_height']}: say less, or show less of the cell")
+    if slide["cut"]:
+        wrong.append(f"{where}: these scroll or are cut off: {slide['cut']}")
+    if slide["page"][0] > slide["page"][2] or slide["page"][1] > slide["page"][3]:
+        wrong.append(f"{where}: the page scrolls ({slide['page'][:2]} px on a {slide['page'][2:]} screen)")
+    if slide["words"] > limit:
+        wrong.append(f"{where}: shows {slide['words']} words; at most {limit}")
+    return wrong
+
+
 @pytest.mark.parametrize("screen", sorted(SCREENS))
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_every_slide_fits_its_screen_and_shows_few_words(browser, site, chapter, screen):
     page = browser.new_page(**SCREENS[screen])
     page.set_default_timeout(60_000)
+    wrong = []
     try:
         problems = visit(page, f"{site}slides/{chapter}.slides.html")
         total = page.evaluate(READY)
         slides = [page.evaluate(MEASURE, index) for index in range(total)]
         SHOTS.mkdir(parents=True, exist_ok=True)
-        for index in range(total):
-            page.evaluate("index => Reveal.slide(index)", index)
-            page.screenshot(path=SHOTS / f"{chapter}-{index:02d}-{screen}.png")
+        (SHOTS / f"{chapter}-{screen}.json").write_text(json.dumps(slides, indent=1))
+        for index, slide in enumerate(slides):
+            found = slide_problems(slide, f"{chapter} slide {index + 1}/{total} ({slide['title']!r}, {screen})")
+            if found:  # a picture of what is wrong, to look at
+                page.evaluate("index => Reveal.slide(index)", index)
+                page.screenshot(path=SHOTS / f"{chapter}-{index:02d}-{screen}.png")
+            wrong += found
     finally:
         page.close()
-    (SHOTS / f"{chapter}-{screen}.json").write_text(json.dumps(slides, indent=1))
-    wrong = []
-    for number, slide in enumerate(slides, start=1):
-        where = f"{chapter} slide {number}/{total} ({slide['title']!r}, {screen})"
-        limit = MAX_WORDS if slide["kind"] in ("title", "text", "closing") else SHOWN_WORDS
-        if slide["height"] > slide["slide_height"] or slide["width"] > slide["slide_width"]:
-            wrong.append(f"{where}: holds {slide['width']} x {slide['height']} px, the slide is "
-                         f"{slide['slide_width']} x {slide['slide_height']}: say less, or show less of the cell")
-        if slide["cut"]:
-            wrong.append(f"{where}: these scroll or are cut off: {slide['cut']}")
-        if slide["page"][0] > slide["page"][2] or slide["page"][1] > slide["page"][3]:
-            wrong.append(f"{where}: the page scrolls ({slide['page'][:2]} px on a {slide['page'][2:]} screen)")
-        if slide["words"] > limit:
-            wrong.append(f"{where}: shows {slide['words']} words; at most {limit}")
     busy = [slide["title"] for slide in slides if slide["words"] > MAX_WORDS]
     if len(busy) > total // 4:
         wrong.append(f"{chapter} ({screen}): {len(busy)} of {total} slides show more than {MAX_WORDS} words: {busy}")
