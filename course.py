@@ -34,7 +34,8 @@ Runs the test environments (all four, or those named by --env):
   main     unit tests and every notebook with nbval, in .venv
   colab    every chapter and solution notebook alone in an empty folder with Colab's packages (.venv-colab)
   browser  JupyterLab in headless Chromium: the layout explorer and an exercise check
-  site     the website built from the chapters main executed, read in headless Chromium
+  site     the website built from the chapters main executed, read in headless Chromium, every
+           slide of every deck measured
 Two or more run side by side, main then site beside colab then browser (each alone leaves a core
 idle part of the time; together they keep both busy), each writing its output to
 test-artifacts/<env>.log; one alone prints its output as it goes.
@@ -43,10 +44,10 @@ of an environment's own file (tests/environments/test_colab.py::...) runs instea
 --chapter N (repeatable) runs chapter N's tests in main and colab: its notebook, its checkers' tests, the grader
 on its solution and exercise notebooks, and its chapter and solution notebooks in the Colab-like environment.
 --skip-browser leaves out the tests that drive Chromium, browser and site (for a machine without it)."""
-ENV_FILES = {"colab": "tests/environments/test_colab.py", "browser": "tests/environments/test_jupyterlab.py",
-             "site": "tests/environments/test_site.py"}
+ENV_FILES = {"colab": ["tests/environments/test_colab.py"], "browser": ["tests/environments/test_jupyterlab.py"],
+             "site": ["tests/environments/test_site.py", "tests/environments/test_decks.py"]}
 GRADER_TEST = "tests/grading/test_grader.py::test_untouched_exercises_score_zero_and_solutions_full_marks"
-COLAB_TEST = f"{ENV_FILES['colab']}::test_notebook_runs_alone_in_the_colab_like_environment"
+COLAB_TEST = f"{ENV_FILES['colab'][0]}::test_notebook_runs_alone_in_the_colab_like_environment"
 
 
 def python_of(name):
@@ -125,9 +126,9 @@ def test_runs(pytest_args, chapters=()):
     workers = ["-n", "auto"]  # one pytest-xdist worker per CPU core
     selected = {env: [test for number in chapters for test in chapter_tests(number)[env]] for env in ("main", "colab")}
 
-    def own_file(env):  # the environment's file, unless the options name it (or a test in it) already
-        named = any(arg == ENV_FILES[env] or arg.startswith(ENV_FILES[env] + "::") for arg in pytest_args)
-        return [] if named else selected.get(env) or [ENV_FILES[env]]
+    def own_files(env):  # the environment's files, unless the options name one of them (or a test in it) already
+        named = any(arg == path or arg.startswith(path + "::") for arg in pytest_args for path in ENV_FILES[env])
+        return [] if named else selected.get(env) or ENV_FILES[env]
 
     runs = {
         # loadfile: all cells of a notebook (nbval items sharing one kernel) stay on one worker
@@ -135,10 +136,10 @@ def test_runs(pytest_args, chapters=()):
         "main": (["main"], [*selected["main"], *workers, "--dist", "loadfile",
                             f"--executed-notebooks={REPORTS / EXECUTED}", *pytest_args]),
         # load: the Colab-like tests are one file with a test per notebook, spread over the workers
-        "colab": (["main", "colab"], [*own_file("colab"), *workers, "--dist", "load",
+        "colab": (["main", "colab"], [*own_files("colab"), *workers, "--dist", "load",
                                       f"--colab-python={python_of('colab')}", *pytest_args]),
-        "browser": (["main"], [*own_file("browser"), *pytest_args]),
-        "site": (["main"], [*own_file("site"), *pytest_args]),
+        "browser": (["main"], [*own_files("browser"), *pytest_args]),
+        "site": (["main"], [*own_files("site"), *pytest_args]),
     }
     return {env: (venvs, [*args, f"--junitxml={REPORTS / env}.xml"]) for env, (venvs, args) in runs.items()}
 

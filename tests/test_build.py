@@ -81,15 +81,16 @@ def test_exercise_replaces_solution_blocks_with_placeholders():
         "def f():\n    return None  # YOUR CODE HERE\n...  # YOUR CODE HERE\nprint(x)")
 
 
-def test_clean_strips_outputs_and_personal_metadata():
+def test_clean_strips_outputs_and_personal_metadata_and_keeps_the_slides():
     nb = nbformat.v4.new_notebook(metadata={"course": {"chapter": 1, "keras": "keras3"}, "widgets": {}, "colab": {}})
     cell = nbformat.v4.new_code_cell("1", execution_count=3, outputs=[nbformat.v4.new_output("stream", text="1")])
-    cell.metadata = {"scrolled": True, "tags": ["x"]}
+    slides = [{"title": "One", "show": "output"}]
+    cell.metadata = {"scrolled": True, "tags": ["x"], "slides": slides, "slideshow": {"slide_type": "slide"}}
     nb.cells = [cell]
     cleaned = build.clean(nb)
     assert set(cleaned.metadata) == {"course", "kernelspec"}
     assert cleaned.cells[0].outputs == [] and cleaned.cells[0].execution_count is None
-    assert cleaned.cells[0].metadata == {"tags": ["x"]}
+    assert cleaned.cells[0].metadata == {"tags": ["x"], "slides": slides}  # the deck's, written by the author
 
 
 def test_command_line_tools_do_not_import_tensorflow():

@@ -38,7 +38,7 @@ def test_each_environment_runs_its_own_tests_on_every_core(course):
     assert venvs == ["main", "colab"] and args[0] == "tests/environments/test_colab.py"
     assert "--dist" in args and args[args.index("--dist") + 1] == "load"
     assert runs["browser"][1][0] == "tests/environments/test_jupyterlab.py"
-    assert runs["site"][1][0] == "tests/environments/test_site.py"
+    assert runs["site"][1][:2] == ["tests/environments/test_site.py", "tests/environments/test_decks.py"]
 
 
 def test_the_time_table_ranks_files_by_the_seconds_of_their_tests(course, tmp_path):
@@ -156,5 +156,7 @@ def test_one_chapter_runs_its_notebook_checkers_grader_and_colab_like_tests(cour
 def test_a_test_of_an_environments_own_file_runs_instead_of_the_whole_file(course):
     node = f"{course.COLAB_TEST}[notebooks/00_welcome.ipynb]"
     args = course.test_runs([node])["colab"][1]
-    assert node in args and course.ENV_FILES["colab"] not in args
-    assert course.test_runs(["-k", "welcome"])["colab"][1][0] == course.ENV_FILES["colab"]
+    assert node in args and course.ENV_FILES["colab"][0] not in args
+    assert course.test_runs(["-k", "welcome"])["colab"][1][0] == course.ENV_FILES["colab"][0]
+    decks = course.test_runs(["tests/environments/test_decks.py", "-k", "speaker"])["site"][1]
+    assert "tests/environments/test_site.py" not in decks and decks.count("tests/environments/test_decks.py") == 1

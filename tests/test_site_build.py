@@ -201,35 +201,141 @@ def test_the_pages_folder_is_replaced_only_when_this_build_wrote_it(tmp_path):
     assert list((tmp_path / "site").iterdir()) == []
 
 
-def test_slides_open_at_headings_pictures_and_each_sections_last_printed_number():
-    nb = slides.mark_slides(notebook(("md", "[badge]"), ("code", "print('set-up')"), ("md", "# Title"),
-                                     ("code", "x = 1"), ("md", "## A section\ntext"), ("code", "print(x)"),
-                                     ("code", "cu.plot_history(h)"), ("code", "print('the number', x)"),
-                                     ("md", "### a subheading"), ("code", "y = 2")))
-    kinds = [cell.metadata["slideshow"]["slide_type"] for cell in nb.cells]
-    assert kinds == ["skip", "skip", "slide", "skip", "slide", "skip", "subslide", "subslide", "skip", "skip"]
+def slide_chapter():
+    """A small chapter with slides on a title, a section, a cell that draws, a short code cell and a recap."""
+    nb = notebook(("md", "[badge]"), ("code", "set-up"), ("md", "# Title\nintro"), ("md", "## Meshes\nA mesh is ..."),
+                  ("md", "More about meshes."), ("md", "Why the picture:"), ("code", "draw(mesh)"), ("code", "x = 1"),
+                  ("md", "The code below:"), ("code", "secret_code = 1\nprint('measured 42')"), ("md", "## Recap\n- done"))
+    nb.cells[0].id, nb.cells[1].id = "colab-badge", "setup"
+    for index, slides_of_cell in {2: [{"title": "You will learn", "bullets": ["what a mesh is"]}],
+                                  3: [{"title": "What a mesh is", "bullets": ["devices in a named grid"]}],
+                                  6: [{"title": "A mesh, drawn", "show": "picture"}],
+                                  9: [{"title": "Measured", "show": "code"}],
+                                  10: [{"title": "Recap", "bullets": ["done"]}, {"title": "Questions?"}]}.items():
+        nb.cells[index].metadata["slides"] = slides_of_cell
+    nb.cells[6].outputs = [nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo=",
+                                                                        "text/plain": "<Figure>"}),
+                           nbformat.v4.new_output("stream", text="drew it\n")]
+    nb.cells[9].outputs = [nbformat.v4.new_output("stream", text="measured 42\n"),
+                           nbformat.v4.new_output("stream", name="stderr", text="W0000 a log line\n")]
+    return nb
 
 
-def test_every_chapter_carries_its_slide_metadata():
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        cells = nbformat.read(path, as_version=4).cells
-        kinds = [cell.metadata.get("slideshow", {}).get("slide_type") for cell in cells]
-        assert None not in kinds and kinds.count("slide") >= 2, path.name
-    assert all("slideshow" not in c.metadata for c in nbformat.read(ROOT / "exercises" / "04_meshes_and_layouts.ipynb",
-                                                                     as_version=4).cells)
+def test_a_slides_notes_are_the_prose_of_its_cell_or_of_the_markdown_right_above_its_code_cell():
+    found = [(slide["title"], notes) for slide, _, notes in slides.chapter_slides(slide_chapter(), "ch.ipynb")]
+    assert found == [("You will learn", ["# Title\nintro"]),
+                     ("What a mesh is", ["## Meshes\nA mesh is ..."]),
+                     ("A mesh, drawn", ["More about meshes.", "Why the picture:"]),
+                     ("Measured", ["The code below:"]),
+                     ("Recap", ["## Recap\n- done"]), ("Questions?", ["## Recap\n- done"])]
+    trailing = notebook(("md", "## A"), ("md", "more"), ("code", "x = 1"), ("md", "the end"))
+    trailing.cells[0].metadata["slides"] = [{"title": "A"}]
+    assert [notes for _, _, notes in slides.chapter_slides(trailing, "")] == [["## A", "more", "the end"]]
 
 
-def test_a_deck_shows_the_marked_cells_without_code_and_loads_only_what_the_site_serves(tmp_path):
-    nb = slides.mark_slides(notebook(("md", "# Title"), ("code", "secret_code = 1\nprint('measured 42')")))
-    nb.cells[1].outputs = [nbformat.v4.new_output("stream", text="measured 42\n")]
-    slides.write_slides(nb, tmp_path / "deck.html", "reveal.js", "requirejs/require.js",
-                        "../_static/mathjax/tex-chtml.js")
+@pytest.mark.parametrize("cell, message", [
+    (nbformat.v4.new_markdown_cell(metadata={"slides": {"title": "x"}}), "must be a list of slides"),
+    (nbformat.v4.new_markdown_cell(metadata={"slides": [{"bullets": ["a"]}]}), 'a mapping with a "title"'),
+    (nbformat.v4.new_markdown_cell(metadata={"slides": [{"title": "x", "notes": "y"}]}), r"unknown key\(s\) \['notes'\]"),
+    (nbformat.v4.new_markdown_cell(metadata={"slides": [{"title": "x", "bullets": "a"}]}), '"bullets" must be a list'),
+    (nbformat.v4.new_markdown_cell(metadata={"slides": [{"title": "x", "bullets": ["word " * 60]}]}),
+     "61 words in its title and bullets; a slide shows at most 60"),
+    (nbformat.v4.new_markdown_cell(metadata={"slides": [{"title": "x", "show": "output"}]}), "on a code cell only"),
+    (nbformat.v4.new_code_cell(metadata={"slides": [{"title": "x", "show": "table"}]}), '"show" is \'table\''),
+    (nbformat.v4.new_code_cell("\n".join(["x = 1"] * 13), metadata={"slides": [{"title": "x", "show": "code"}]}),
+     'shows 13 lines of code; a slide shows at most 12. Pick the lines that matter with "lines"'),
+    (nbformat.v4.new_code_cell("x = 1", metadata={"slides": [{"title": "x", "lines": [1, 1]}]}), '"lines" picks'),
+    (nbformat.v4.new_code_cell("x = 1", metadata={"slides": [{"title": "x", "show": "code", "lines": [0, 3]}]}),
+     r'"lines" is \[0, 3\]; it is \[first, last\], two line numbers of the cell \(1 to 1\)'),
+])
+def test_a_malformed_slide_is_named_with_what_to_change(cell, message):
+    with pytest.raises(slides.SlideError, match=f"^04_x.ipynb, cell c7(, slide 1)?: .*{message}"):
+        slides.cell_slides(cell, "04_x.ipynb, cell c7")
+
+
+def test_a_deck_has_the_title_the_slides_with_notes_and_the_closing_slide_and_loads_only_what_the_site_serves(
+        tmp_path):
+    deck = slides.deck_notebook(slide_chapter(), "04_meshes_and_layouts", ROOT)
+    kinds = [(c.cell_type, c.metadata.get("slideshow", {}).get("slide_type", "-")) for c in deck.cells]
+    assert kinds[:4] == [("markdown", "slide"), ("markdown", "slide"), ("markdown", "notes"), ("markdown", "slide")]
+    assert deck.cells[0].source == (f"# {pages.notebook_title(ROOT / 'notebooks' / '04_meshes_and_layouts.ipynb')}\n\n"
+                                    f"about {pages.notebook_minutes(ROOT / 'notebooks' / '04_meshes_and_layouts.ipynb')} "
+                                    "minutes")
+    picture = next(c for c in deck.cells if c.cell_type == "code" and "draw" in c.source)
+    assert [list(o.get("data", {})) for o in picture.outputs] == [["image/png", "text/plain"]]  # not what it printed
+    assert picture.metadata["tags"] == ["remove_input"]
+    assert deck.cells[-1].source == slides.closing_text(ROOT, "04_meshes_and_layouts").replace(".ipynb)", ".html)")
+    slides.write_deck(deck, tmp_path / "deck.html", "reveal.js", "requirejs/require.js", "../_static/mathjax/tex-chtml.js")
     html = (tmp_path / "deck.html").read_text()
-    assert "measured 42" in html and "secret_code" not in html
+    assert html.count('<section data-kind="') == 2 * len([c for c in deck.cells if c.metadata.get("slideshow", {})
+                                                          .get("slide_type") == "slide"])  # reveal's two levels
+    assert "secret_code" in html and "measured 42" in html and "W0000 a log line" not in html  # code shown: no log
+    assert "draw(mesh)" not in html and "drew it" not in html  # a picture slide: the picture alone
+    assert '<aside class="notes">' in html and "Why the picture:" in html and "../exercises/04_meshes_and_layouts.html" in html
     loaded = set(re.findall(r'(?:src|href)="([^"#][^"]*)"', html)) | set(re.findall(r'"([\w./-]+\.js)"', html))
-    assert sorted(loaded) == ["../_static/favicon.svg", "../_static/mathjax/tex-chtml.js", "requirejs/require.js",
-                              "reveal.js/dist/reveal.css", "reveal.js/dist/reveal.js", "reveal.js/dist/theme/white.css",
-                              "reveal.js/plugin/notes/notes.js"]
+    assert sorted(p for p in loaded if not p.startswith(("../exercises/", "../notebooks/", "data:"))) == [
+        "../_static/favicon.svg", "../_static/mathjax/tex-chtml.js", "requirejs/require.js", "reveal.js/dist/reveal.css",
+        "reveal.js/dist/reveal.js", "reveal.js/dist/theme/white.css", "reveal.js/plugin/notes/notes.js"]
+
+
+def test_a_picture_slide_on_a_cell_that_drew_nothing_is_named():
+    nb = slide_chapter()
+    nb.cells[6].outputs = [nbformat.v4.new_output("stream", text="no picture\n")]
+    with pytest.raises(slides.SlideError, match="shows the picture of cell .*, which drew none"):
+        slides.deck_notebook(nb, "04_meshes_and_layouts", ROOT)
+
+
+def test_the_closing_slide_gives_the_exercises_and_the_planned_times_computed_from_the_notebooks():
+    minutes = lambda folder, n: pages.notebook_minutes(next((ROOT / folder).glob(f"{n:02d}_*.ipynb")))
+    clock = lambda m: f"{m // 60}:{m % 60:02d}"
+    start = 9 * 60 + minutes("notebooks", 0) + minutes("notebooks", 1) + minutes("exercises", 1)  # the full day
+    end = start + minutes("notebooks", 2)
+    text = slides.closing_text(ROOT, "02_strategies_one_machine")
+    assert text.startswith("## Your turn\n")
+    assert (f"- **Exercises:** [`exercises/02_strategies_one_machine.ipynb`](../exercises/02_strategies_one_machine"
+            f".ipynb), about {minutes('exercises', 2)} minutes") in text
+    assert (f"- **Full day:** {clock(start)}–{clock(end)} ({minutes('notebooks', 2)} min), then the exercises, "
+            f"{clock(end)}–{clock(end + minutes('exercises', 2))}") in text
+    assert "; the exercises are homework" in text  # the 3-hour plan leaves them out
+    assert "[3 · Beyond one process" in text
+    final = max((ROOT / "notebooks").glob("*.ipynb"))
+    last = slides.closing_text(ROOT, final.stem)
+    assert "Next" not in last and "minutes; in neither workshop plan" in last
+    alone = slides.closing_text(ROOT, "10_tune_performance")  # no exercises, in no plan
+    assert alone.startswith("## Up next") and "Exercises" not in alone
+    assert f"**Self-study:** about {minutes('notebooks', 10)} minutes; in neither workshop plan" in alone
+    assert slides.closing_text(ROOT, "00_welcome").startswith("## Up next")
+
+
+def test_a_deck_too_thin_for_its_time_or_silent_on_a_section_is_named_with_what_to_add(tmp_path):
+    path = tmp_path / "notebooks" / "11_x.ipynb"
+    path.parent.mkdir()
+    nb = notebook(("md", "# 11 · X\n**Time:** about 10 minutes."), ("md", "## A\ntext"), ("code", "x = 1"),
+                  ("md", "## B\ntext"), ("md", "## C\nthe same cell holds\n## D"))
+    nbformat.write(nb, path)
+    problems = slides.deck_problems(nb, path, tmp_path)
+    assert problems[0].startswith("notebooks/11_x.ipynb has 0 slide(s) for its 10 minutes; a workshop deck needs at "
+                                  "least 2 (one per 5 minutes): give the cells that carry the chapter's ideas a "
+                                  "`slides` list in their metadata")
+    assert [p.split("'")[1] for p in problems[1:]] == ["## A", "## B", "## C", "## D"]
+    nb.cells[2].metadata["slides"] = [{"title": "A, in code", "show": "code"}]
+    nb.cells[4].metadata["slides"] = [{"title": "C and D"}, {"title": "More"}]
+    assert slides.sections_without_slides(nb) == ["B"]
+    assert slides.deck_problems(nb, path, tmp_path) == [
+        "notebooks/11_x.ipynb: the section '## B' has no slide; put one on one of its cells (a title and a few bullets "
+        "in the chapter's words, or a picture the section draws)."]
+
+
+def test_every_chapter_has_slides_that_the_deck_accepts():
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert slides.chapter_slides(nbformat.read(path, as_version=4), path.name), path.name
+    assert all("slides" not in c.metadata for c in nbformat.read(ROOT / "exercises" / "04_meshes_and_layouts.ipynb",
+                                                                 as_version=4).cells)
+
+
+def test_words_are_counted_as_a_slide_shows_them():
+    assert slides.count_words("A `tf.Variable` is **mutable**, a tensor is not.") == 8
+    assert slides.count_words("x = tf.ones((2, 2)) | - 3") == 4
 
 
 def test_without_npm_a_package_is_not_fetched_and_the_reason_is_said(tmp_path, monkeypatch):

@@ -15,7 +15,8 @@ A maintainer tool: it works on a clone of the course (see :mod:`course_utils.too
   notebooks are the one source of solution code.
 - Writes the facts of ``README.md`` and ``docs/*.md`` between their markers (:mod:`course_utils.tools.docs`): the
   counts, defaults, versions and plans the pages state are computed, not typed.
-- Strips outputs, execution counts and personal metadata.
+- Strips outputs, execution counts and personal metadata; a cell keeps its ``tags`` and its ``slides``
+  (the chapter's workshop deck, :mod:`course_utils.tools.site.slides`).
 
 With ``--verify`` nothing is written; the exit status is 1 and the stale files are listed when
 anything would change (the tests run this). ``--graded-handouts DIR`` writes graded hand-outs of
@@ -34,10 +35,10 @@ from course_utils.checkers.core import CELLS_FILE, notebook_cells
 from course_utils.tools.checkout import checkout_root, course_config
 from course_utils.tools.docs import fill_page, page_paths
 from course_utils.notebook_setup import KERAS_MODES, setup_source
-from course_utils.tools.site.slides import mark_slides
 
 BADGE_ID, SETUP_ID, HOW_ID = "colab-badge", "setup", "how-it-works"
 KEEP_METADATA = ("kernelspec", "language_info", "course")
+KEEP_CELL_METADATA = ("tags", "slides")  # slides: a chapter's workshop deck (course_utils.tools.site.slides)
 SOLUTION_BLOCK = re.compile(
     r"^(?P<indent>[ \t]*)# BEGIN SOLUTION(?:[ \t]*# PLACEHOLDER:[ \t]*(?P<placeholder>.*?))?[ \t]*\n"
     r".*?^[ \t]*# END SOLUTION[ \t]*$\n?",
@@ -150,7 +151,7 @@ def clean(nb):
     nb.metadata = {k: v for k, v in nb.metadata.items() if k in KEEP_METADATA}
     nb.metadata["kernelspec"] = KERNELSPEC
     for cell in nb.cells:
-        cell.metadata = {k: v for k, v in cell.metadata.items() if k in ("tags",)}  # slides: set again by the build
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k in KEEP_CELL_METADATA}
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
@@ -189,8 +190,6 @@ def expected_files(root, write_cells=False):
         for path in sorted((root / folder).glob("*.ipynb")):
             nb = nbformat.read(path, as_version=4)
             notebooks[path] = stamp(clean(nb), path.relative_to(root).as_posix(), config)
-            if folder == "notebooks":
-                mark_slides(notebooks[path])  # the workshop slides' cells (course_utils.tools.site.slides)
     for path in sorted((root / "solutions").glob("*.ipynb")):
         solution = name_exercise_cells(notebooks[path])
         chapters[solution.metadata["course"]["chapter"]] = exercise_cells(solution)

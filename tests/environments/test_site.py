@@ -4,20 +4,18 @@ The site is built as ``python3 course.py site`` builds it, from the chapters the
 executed (``test-artifacts/executed``, written by nbval's run; a chapter missing there is executed by the
 build), served on a localhost port, and read by headless Chromium (Playwright) as a learner would, with every
 request to another host refused (the site must work offline): every page and deck, every image, every internal
-link, the key measured outputs, the search, the Colab and download links, and a phone-sized screen.
+link, the key measured outputs, the search, the Colab and download links, and a phone-sized screen. The decks'
+slides are measured one by one in test_decks.py (the same site, built once for both: ``site`` in conftest.py).
 """
-import functools
-import http.server
 import re
-import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 
+from browsing import visit
 from course_utils.tools.checkout import course_config
-from course_utils.tools.site.build import REPORTS, ROOT, build_site
+from course_utils.tools.site.build import ROOT
 
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 EXERCISES = sorted(p.stem for p in (ROOT / "exercises").glob("*.ipynb"))
@@ -36,53 +34,12 @@ KEY_OUTPUTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """The built website, served over HTTP on localhost; yields its base URL."""
-    folder = tmp_path_factory.mktemp("site") / "html"
-    build_site(out=folder, executed=REPORTS / "executed")
-    handler = functools.partial(QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture(scope="module")
-def browser(chromium):
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium)
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
 def page(browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.set_default_timeout(30_000)
     yield page
     page.close()
-
-
-def visit(page, url):
-    """Open ``url`` with every request to another host refused; return the console errors, page errors, failed
-    requests and HTTP errors it caused (a resource the site does not serve itself shows up as a failed request)."""
-    problems = []
-    page.route(re.compile(r"^(?!http://127\.0\.0\.1:)"), lambda route: route.abort())
-    page.on("console", lambda message: problems.append(f"console {message.type}: {message.text}")
-            if message.type == "error" else None)
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.on("requestfailed", lambda request: problems.append(f"request failed: {request.url}"))
-    page.on("response", lambda response: problems.append(f"HTTP {response.status}: {response.url}")
-            if response.status >= 400 else None)
-    response = page.goto(url, wait_until="load")
-    assert response and response.ok, f"{url}: HTTP {response and response.status}"
-    return problems
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -178,35 +135,3 @@ def test_a_phone_sized_screen_scrolls_no_text_sideways(browser, site):
             assert width <= 391, f"{name}: the page is {width} px wide on a 390 px screen"
     finally:
         phone.close()
-
-
-# Where a reveal.js deck is: [the present section's index, the index of the present slide inside it (or -1), its text]
-DECK_POSITION = """() => {
-  const sections = [...document.querySelectorAll('.reveal .slides > section')];
-  const h = sections.findIndex(s => s.classList.contains('present'));
-  const inner = [...sections[h].querySelectorAll(':scope > section')];
-  const v = inner.findIndex(s => s.classList.contains('present'));
-  return [h, v, (v >= 0 ? inner[v] : sections[h]).innerText];
-}"""
-
-
-def test_a_slide_deck_steps_through_its_sections(page, site):
-    problems = visit(page, f"{site}slides/05_dtensor_with_keras.slides.html")
-    page.wait_for_selector(".reveal.ready", state="attached", timeout=30_000)  # reveal.js started
-    assert "dtensor with keras" in page.evaluate(DECK_POSITION)[2].lower()  # the title slide (the theme capitalises)
-    seen = []
-    for _ in range(4):
-        page.keyboard.press("ArrowRight")  # the next section's slide
-        page.wait_for_timeout(400)
-        seen.append(page.evaluate(DECK_POSITION))
-    assert [h for h, _, _ in seen] == [1, 2, 3, 4], seen
-    assert all(text.strip() for _, _, text in seen)
-    while page.evaluate(DECK_POSITION)[1] < 0 or len(page.query_selector_all(
-            ".reveal .slides > section.present > section")) < 2:
-        page.keyboard.press("ArrowRight")  # on to a section with a picture or a number under its slide
-        page.wait_for_timeout(300)
-    page.keyboard.press("ArrowDown")
-    page.wait_for_timeout(400)
-    assert page.evaluate(DECK_POSITION)[1] == 1
-    assert "cu.pack_batch(" not in page.inner_text(".reveal")  # the slides show outputs, not code
-    assert not problems, problems

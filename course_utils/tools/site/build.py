@@ -30,7 +30,7 @@ from ..docs import PAGES
 from .execution import ExecutionError, execute, executed_copy
 from .markdown import docs_order, site_page
 from .pages import PageError, chapter_seconds, front_page, instructors_sections
-from .slides import build_slides
+from .slides import SlideError, build_slides, deck_notebook
 from .vendor import MATHJAX, copy_files, npm_package
 
 ROOT = checkout_root()
@@ -136,7 +136,7 @@ def build_site(out=None, solutions=False, executed=None, grades=None, root=ROOT)
 
     Raises:
         SiteBuildError: a notebook cannot be a page, a cell raised (the notebook and the cell are named), Sphinx
-            failed, or ``out`` may not be replaced.
+            failed, a chapter's slides are malformed (the cell is named), or ``out`` may not be replaced.
 
     Example:
         >>> build_site()  # doctest: +SKIP
@@ -152,6 +152,7 @@ def build_site(out=None, solutions=False, executed=None, grades=None, root=ROOT)
         for path in sorted((root / "notebooks").glob("*.ipynb")):
             ran = executed_copy(path, executed, root) or execute(path, SITE / "cache", root)
             chapters[path.stem] = for_the_page(ran, chapter=int(path.stem[:2]))
+            deck_notebook(chapters[path.stem], path.stem, root)  # a malformed slide stops the build before Sphinx
         for folder in folders:
             (source / folder).mkdir(parents=True)
             for path in sorted((root / folder).glob("*.ipynb")):
@@ -168,7 +169,7 @@ def build_site(out=None, solutions=False, executed=None, grades=None, root=ROOT)
                                        encoding="utf-8")
         (source / "index.md").write_text(
             site_page(front_page(root, folders, docs), "README.md", root, published, config) + "\n", encoding="utf-8")
-    except (ExecutionError, PageError) as err:
+    except (ExecutionError, PageError, SlideError) as err:
         raise SiteBuildError(str(err)) from None
     settings = {"repository": config["repository"], "branch": config["branch"], "static": str(SITE / "static")}
     mathjax = npm_package(MATHJAX, SITE / "vendor")
@@ -186,8 +187,8 @@ def build_site(out=None, solutions=False, executed=None, grades=None, root=ROOT)
     for folder in folders:  # the download button gives the notebook as it is in the repository, without outputs
         for path in (root / folder).glob("*.ipynb"):
             shutil.copy2(path, out / "_sources" / folder / path.name)
-    build_slides(chapters, out / "slides", SITE / "vendor", mathjax="../_static/mathjax/tex-chtml.js"
-                 if mathjax else None)
+    build_slides(chapters, out / "slides", SITE / "vendor", root,
+                 mathjax="../_static/mathjax/tex-chtml.js" if mathjax else None)
     (out / MARKER).write_text("Written by python3 course.py site; the next build replaces this folder.\n")
     return out / "index.html"
 

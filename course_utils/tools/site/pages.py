@@ -131,6 +131,7 @@ THREE_HOURS = [("notebooks", 0), ("notebooks", 1), ("notebooks", 2), ("pause", 1
 FULL_DAY = [("notebooks", 0), ("notebooks", 1), ("exercises", 1), ("notebooks", 2), ("exercises", 2), ("pause", 15),
             ("notebooks", 3), ("exercises", 3), ("pause", 60), ("notebooks", 4), ("exercises", 4), ("pause", 15),
             ("notebooks", 5), ("exercises", 5)]
+PLANS = {"3-hour workshop": (THREE_HOURS, "9:00"), "Full day": (FULL_DAY, "9:00")}  # and when each starts
 
 
 def number_span(numbers):
@@ -155,23 +156,35 @@ def numbers(plan):
     return number_span({what for folder, what in plan if folder == "notebooks"})
 
 
+def plan_slots(root, items, start):
+    """The items of a plan on the clock, from ``start`` ("9:00"), each given the minutes its notebook states (a
+    pause its own): ``[(begin, end, minutes, folder, chapter or pause minutes)]``, times as "9:35".
+
+    Example:
+        >>> plan_slots(Path("."), [("pause", 15), ("pause", 60)], "11:45")
+        [('11:45', '12:00', 15, 'pause', 15), ('12:00', '13:00', 60, 'pause', 60)]
+    """
+    hours, minutes = map(int, start.split(":"))
+    clock, slots = hours * 60 + minutes, []
+    for folder, what in items:
+        length = what if folder == "pause" else notebook_minutes(next((root / folder).glob(f"{what:02d}_*.ipynb")))
+        slots.append((f"{clock // 60}:{clock % 60:02d}", f"{(clock + length) // 60}:{(clock + length) % 60:02d}",
+                      length, folder, what))
+        clock += length
+    return slots
+
+
 def workshop_plan(root, items, start):
     """A plan as a Markdown table, each item given the minutes its notebook states, from ``start`` ("9:00"):
     ``(table, minutes in all)``."""
-    hours, minutes = map(int, start.split(":"))
-    clock, rows = hours * 60 + minutes, []
-    for folder, what in items:
-        if folder == "pause":
-            length, text = what, "lunch" if what >= 45 else "break"
-        else:
-            path = next((root / folder).glob(f"{what:02d}_*.ipynb"))
-            length = notebook_minutes(path)
-            text = (notebook_title(path) if folder == "notebooks"
-                    else f"exercises of chapter {what} (`exercises/{path.name}`)")
-        rows.append(f"| {clock // 60}:{clock % 60:02d} | {text} | {length} min |")
-        clock += length
-    rows.append(f"| {clock // 60}:{clock % 60:02d} | end | |")
-    total = clock - hours * 60 - minutes
+    rows, total = [], 0
+    for begin, end, length, folder, what in plan_slots(root, items, start):
+        path = None if folder == "pause" else next((root / folder).glob(f"{what:02d}_*.ipynb"))
+        text = ("lunch" if length >= 45 else "break") if folder == "pause" else (
+            notebook_title(path) if folder == "notebooks" else f"exercises of chapter {what} (`exercises/{path.name}`)")
+        rows.append(f"| {begin} | {text} | {length} min |")
+        total += length
+    rows.append(f"| {end} | end | |")
     return "| time | what | minutes |\n|---|---|---|\n" + "\n".join(rows), total
 
 
@@ -185,8 +198,8 @@ def run_time_rows(root, seconds, colab):
 def workshop_plans(root):
     """The Markdown of the two workshop plans (:data:`THREE_HOURS`, :data:`FULL_DAY`), each item given the minutes
     its notebook states: the build writes it into the instructors' page (``docs/instructors.md``)."""
-    short, short_minutes = workshop_plan(root, THREE_HOURS, "9:00")
-    day, day_minutes = workshop_plan(root, FULL_DAY, "9:00")
+    short, short_minutes = workshop_plan(root, *PLANS["3-hour workshop"])
+    day, day_minutes = workshop_plan(root, *PLANS["Full day"])
     return "\n\n".join([
         f"### A 3-hour workshop ({short_minutes} minutes)",
         f"Chapters {numbers(THREE_HOURS)} shown from their slides and run live; the exercises are homework, "
@@ -218,7 +231,7 @@ def instructors_sections(root, seconds, how, colab=None, colab_how="", grades=No
     slides = ", ".join(f'<a href="../slides/{path.stem}.slides.html">{path.stem[:2]}</a>'
                        for path in sorted((root / "notebooks").glob("*.ipynb")))
     return {
-        "slides": f"One deck per chapter (arrows right/left between sections, down/up within one): {slides}.",
+        "slides": f"One deck per chapter, each ending with its exercises and its times in the plans above: {slides}.",
         "run-times": "\n\n".join([
             how + (" " + colab_how if colab else "") + " A Colab free runtime has 2 cores.",
             "| chapter | stated time | run time | run time, Colab-like |\n|---|---|---|---|\n"
