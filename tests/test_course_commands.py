@@ -19,13 +19,13 @@ def test_a_missing_package_is_named_not_a_pip_traceback(course):
     pip_errors = ("Looking in indexes: ...\nERROR: Could not find a version that satisfies the requirement "
                   "tensorflow==2.99.0 (from versions: 2.20.0, 2.21.0)\n"
                   "ERROR: No matching distribution found for tensorflow==2.99.0\n")
-    message = course.install_failure(pip_errors, "requirements-colab.txt", ".venv-colab")
+    message = course.install_failure(pip_errors, "requirements-colab.txt", ".venv-colab", "3.13")
     assert message.startswith("Could not install tensorflow==2.99.0 from requirements-colab.txt into .venv-colab")
-    assert "Traceback" not in message and "Check the version" in message
+    assert "Traceback" not in message and "Check the version" in message and "for Python 3.13" in message
 
 
 def test_other_pip_failures_keep_pip_s_own_errors(course):
-    message = course.install_failure("noise\nERROR: file not found: ./x\n", "requirements.txt", ".venv")
+    message = course.install_failure("noise\nERROR: file not found: ./x\n", "requirements.txt", ".venv", "3.11")
     assert message == "pip could not install requirements.txt into .venv:\nERROR: file not found: ./x"
 
 
