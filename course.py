@@ -25,6 +25,7 @@ from course_utils.tools import colab_python
 ROOT = Path(__file__).resolve().parent
 REPORTS = ROOT / "test-artifacts"  # each environment's JUnit report, <env>.xml, read for its time table
 EXECUTED = "executed"  # the folder of REPORTS where main's nbval leaves the chapters it ran, with their outputs
+COLAB_OUTPUTS = "colab-outputs"  # the folder of REPORTS where colab leaves every notebook as it ran (failed ones too)
 BROWSER_ENVS = ("browser", "site")  # the environments that drive Chromium
 VENVS = {"main": (".venv", "requirements.txt"), "colab": (".venv-colab", "requirements-colab.txt")}
 STAMP = ".requirements.sha256"
@@ -147,7 +148,8 @@ def test_runs(pytest_args):
         "main": (["main"], [*workers, "--dist", "loadfile", f"--executed-notebooks={REPORTS / EXECUTED}", *pytest_args]),
         # load: the Colab-like tests are one file with a test per notebook, spread over the workers
         "colab": (["main", "colab"], ["tests/environments/test_colab.py", *workers, "--dist", "load",
-                                      f"--colab-python={python_of('colab')}", *pytest_args]),
+                                      f"--colab-python={python_of('colab')}",
+                                      f"--colab-outputs={REPORTS / COLAB_OUTPUTS}", *pytest_args]),
         "browser": (["main"], ["tests/environments/test_jupyterlab.py", *pytest_args]),
         "site": (["main"], ["tests/environments/test_site.py", *pytest_args]),
     }
@@ -195,6 +197,8 @@ def run_environment(env, python, args, log=None):
         stale.unlink(missing_ok=True)
     if env == "main":
         shutil.rmtree(REPORTS / EXECUTED, ignore_errors=True)  # the site must not render chapters of an earlier run
+    if env == "colab":
+        shutil.rmtree(REPORTS / COLAB_OUTPUTS, ignore_errors=True)  # nor anyone read an earlier run's outputs
     if log:
         REPORTS.mkdir(exist_ok=True)
         with open(log, "w") as output:

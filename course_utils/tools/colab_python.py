@@ -22,7 +22,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 __all__ = ["PACKAGES", "SUITE", "Unavailable", "VERSION", "colab_python", "debian_sources", "make_venv"]
