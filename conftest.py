@@ -1,10 +1,48 @@
-"""Settings for the whole test run, applied before any notebook kernel starts."""
+"""Settings for the whole test run, applied before any notebook kernel starts, and the check that the run tests
+this checkout's course_utils."""
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parent
 os.environ["COURSE_OFFLINE"] = "1"  # a test never downloads: load_mnist fails fast instead
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+WHERE_FROM = "import course_utils, os; print(os.path.dirname(os.path.dirname(os.path.abspath(course_utils.__file__))))"
+
+
+def other_checkout(root, env):
+    """Why the tests of the checkout ``root`` would not test its own ``course_utils``, or None.
+
+    Two Pythons must import it from ``root``: this test run, and one started in ``root/notebooks`` with ``env`` (as
+    nbval starts the chapters' kernels, where ``root`` is not on the path: a virtual environment with another
+    checkout's package installed, e.g. an editable install borrowed from another clone, would give them that one).
+
+    Example:
+        >>> other_checkout(ROOT, dict(os.environ, PYTHONPATH=str(ROOT))) is None
+        True
+    """
+    import course_utils
+
+    found = {"this test run": Path(course_utils.__file__).resolve().parent.parent}
+    kernel = subprocess.run([sys.executable, "-c", WHERE_FROM], cwd=Path(root) / "notebooks", env=env,
+                            capture_output=True, text=True)
+    found["a kernel started in notebooks/"] = Path(kernel.stdout.strip() or "(none: it cannot import course_utils)")
+    wrong = {who: folder for who, folder in found.items() if folder != Path(root).resolve()}
+    if not wrong:
+        return None
+    return (f"The tests of {root} would not test its own course_utils: " + "; ".join(
+        f"{who} imports it from {folder}" for who, folder in wrong.items()) + f". Put this checkout first on the "
+        f"path (`export PYTHONPATH={root}`), or install it into the environment (`pip install -e {root}`).")
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # once, in the controller (not in each pytest-xdist worker)
+        problem = other_checkout(ROOT, os.environ)
+        if problem:
+            raise pytest.UsageError(problem)
 
 
 def pytest_addoption(parser):

@@ -35,7 +35,8 @@ REQUIRE_COLAB_PYTHON = "COURSE_REQUIRE_COLAB_PYTHON"  # set (as CI does): no Col
 NOTES = {}  # environment: a line for the test summary (the Colab-like one's fallback to this Python)
 LANES = (("main", "site"), ("colab", "browser"))  # environments run side by side, one lane each, in this order
 INTERRUPTED = (2, -2)  # pytest's exit status when interrupted (Ctrl-C), or killed by SIGINT
-TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser|site] [--skip-browser] [pytest options]
+TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser|site] [--chapter N] [--skip-browser]
+                            [pytest options]
 
 Runs the test environments (all four, or those named by --env):
   main     unit tests and every notebook with nbval, in .venv
@@ -45,8 +46,15 @@ Runs the test environments (all four, or those named by --env):
 Two or more run side by side, main then site beside colab then browser (each alone leaves a core
 idle part of the time; together they keep both busy), each writing its output to
 test-artifacts/<env>.log; one alone prints its output as it goes.
-Pytest options go to every run; given any, only `main` runs unless --env says otherwise.
+Pytest options go to every run; given any, only `main` runs unless --env says otherwise. A test file or node id
+of an environment's own file (tests/environments/test_colab.py::...) runs instead of the whole file.
+--chapter N (repeatable) runs chapter N's tests in main and colab: its notebook, its checkers' tests, the grader
+on its solution and exercise notebooks, and its chapter and solution notebooks in the Colab-like environment.
 --skip-browser leaves out the tests that drive Chromium, browser and site (for a machine without it)."""
+ENV_FILES = {"colab": "tests/environments/test_colab.py", "browser": "tests/environments/test_jupyterlab.py",
+             "site": "tests/environments/test_site.py"}
+GRADER_TEST = "tests/grading/test_grader.py::test_untouched_exercises_score_zero_and_solutions_full_marks"
+COLAB_TEST = f"{ENV_FILES['colab']}::test_notebook_runs_alone_in_the_colab_like_environment"
 
 
 def python_of(name):
@@ -139,19 +147,46 @@ def install_failure(pip_errors, requirements_name, folder, python_version):
     return f"pip could not install {requirements_name} into {folder}:\n" + "\n".join(lines[first:])
 
 
-def test_runs(pytest_args):
-    """The pytest arguments of each test environment (after the options of pyproject.toml)."""
+def chapter_tests(number, root=ROOT):
+    """The tests of chapter ``number``, per environment: ``{"main": [...], "colab": [...]}`` (paths and node ids).
+
+    main: the chapter's notebook, its checkers' tests and the grader's run of its solution and exercise notebooks;
+    colab: its chapter and solution notebooks, each alone with Colab's package set.
+
+    Raises:
+        SystemExit: there is no chapter ``number`` in notebooks/.
+    """
+    notebooks = sorted(p.relative_to(root).as_posix() for folder in ("notebooks", "solutions")
+                       for p in (root / folder).glob(f"{number:02d}_*.ipynb"))
+    if not any(path.startswith("notebooks/") for path in notebooks):
+        sys.exit(f"--chapter {number}: notebooks/ has no {number:02d}_*.ipynb.")
+    main = [path for path in notebooks if path.startswith("notebooks/")]
+    main += [path for path in [f"tests/checkers/test_ch{number}.py"] if (root / path).is_file()]
+    main += [f"{GRADER_TEST}[{number}]"] if any(path.startswith("solutions/") for path in notebooks) else []
+    return {"main": main, "colab": [f"{COLAB_TEST}[{path}]" for path in notebooks]}
+
+
+def test_runs(pytest_args, chapters=()):
+    """The pytest arguments of each test environment (after the options of pyproject.toml); ``chapters``: run only
+    those chapters' tests (:func:`chapter_tests`) in main and colab."""
     workers = ["-n", "auto"]  # one pytest-xdist worker per CPU core
+    selected = {env: [test for number in chapters for test in chapter_tests(number)[env]] for env in ("main", "colab")}
+
+    def own_file(env):  # the environment's file, unless the options name it (or a test in it) already
+        named = any(arg == ENV_FILES[env] or arg.startswith(ENV_FILES[env] + "::") for arg in pytest_args)
+        return [] if named else selected.get(env) or [ENV_FILES[env]]
+
     runs = {
         # loadfile: all cells of a notebook (nbval items sharing one kernel) stay on one worker
         # nbval's executed chapters are kept for the site environment, which renders them (not runs them again)
-        "main": (["main"], [*workers, "--dist", "loadfile", f"--executed-notebooks={REPORTS / EXECUTED}", *pytest_args]),
+        "main": (["main"], [*selected["main"], *workers, "--dist", "loadfile",
+                            f"--executed-notebooks={REPORTS / EXECUTED}", *pytest_args]),
         # load: the Colab-like tests are one file with a test per notebook, spread over the workers
-        "colab": (["main", "colab"], ["tests/environments/test_colab.py", *workers, "--dist", "load",
+        "colab": (["main", "colab"], [*own_file("colab"), *workers, "--dist", "load",
                                       f"--colab-python={python_of('colab')}",
                                       f"--colab-outputs={REPORTS / COLAB_OUTPUTS}", *pytest_args]),
-        "browser": (["main"], ["tests/environments/test_jupyterlab.py", *pytest_args]),
-        "site": (["main"], ["tests/environments/test_site.py", *pytest_args]),
+        "browser": (["main"], [*own_file("browser"), *pytest_args]),
+        "site": (["main"], [*own_file("site"), *pytest_args]),
     }
     return {env: (venvs, [*args, f"--junitxml={REPORTS / env}.xml"]) for env, (venvs, args) in runs.items()}
 
@@ -215,15 +250,17 @@ def run_tests(argv):
     """``course.py test``: run the chosen test environments (side by side, in LANES); 0 if all passed."""
     parser = argparse.ArgumentParser(prog="course.py test", usage=TEST_USAGE, add_help=False, allow_abbrev=False)
     parser.add_argument("--env", action="append", choices=["main", "colab", "browser", "site"])
+    parser.add_argument("--chapter", action="append", type=int, default=[])
     parser.add_argument("--skip-browser", action="store_true")
     parser.add_argument("-h", "--help", action="store_true")
     options, pytest_args = parser.parse_known_args(argv)
     if options.help:
         print(TEST_USAGE)
         return 0
-    chosen = options.env or (["main"] if pytest_args else ["main", "colab", "browser", "site"])
+    chosen = options.env or (["main", "colab"] if options.chapter else ["main"] if pytest_args
+                             else ["main", "colab", "browser", "site"])
     chosen = [env for env in chosen if not (options.skip_browser and env in BROWSER_ENVS)]
-    runs = test_runs(pytest_args)
+    runs = test_runs(pytest_args, options.chapter)
     pythons = {env: [ensure_environment(name) for name in runs[env][0]][0] for env in chosen}
     cpu_before, started = cpu_seconds(), time.monotonic()
     if len(chosen) == 1:

@@ -82,7 +82,7 @@ def make_mesh(dims, devices=None):
             mesh needs more devices than exist, or a named device does not exist.
 
     Example:
-        >>> configure_virtual_cpus(8)
+        >>> cpus = configure_virtual_cpus(8)
         >>> mesh = make_mesh([("batch", 4), ("model", 2)])
         >>> mesh.shape()
         [4, 2]

@@ -210,7 +210,8 @@ def explore_layout(mesh_shape, axis_names, tensor_shape, sharding_specs, n_devic
         Nothing for any choice of values; every problem is explained in the result.
 
     Example:
-        >>> configure_virtual_cpus(8)
+        >>> from course_utils import configure_virtual_cpus
+        >>> cpus = configure_virtual_cpus(8)
         >>> print(explore_layout("4, 2", "batch, model", "8, 6", "batch, unsharded").shard_shape)
         (2, 6)
         >>> print(explore_layout("4, 2", "batch, model", "6, 6", "batch, unsharded"))
@@ -260,7 +261,9 @@ def layout_explorer(mesh_shape="4, 2", axis_names="batch, model", tensor_shape="
         :class:`LayoutExploration`.
 
     Example:
-        >>> layout_explorer()          # the last line of a notebook cell shows it
+        >>> explorer = layout_explorer()  # the last line of a notebook cell shows it
+        >>> explorer.result.shard_shape
+        (2, 6)
     """
     return LayoutExplorer(mesh_shape, axis_names, tensor_shape, sharding_specs, n_devices)
 

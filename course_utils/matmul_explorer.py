@@ -119,6 +119,8 @@ def measure_matmul(x_specs, w_specs, mesh, x_shape=(8, 6), w_shape=(6, 4)):
         model's explanation of what to change), not an exception.
 
     Example:
+        >>> from course_utils import make_mesh
+        >>> mesh = make_mesh([("batch", 4), ("model", 2)])
         >>> m = measure_matmul(["batch", "model"], ["model", "unsharded"], mesh)
         >>> m.y_specs, m.forward, m.agrees
         (['batch', 'unsharded'], [('all-reduce', ('model',), 32, 32.0)], True)
@@ -154,7 +156,10 @@ def matmul_explorer(mesh, x_shape=(8, 6), w_shape=(6, 4)):
         A :class:`MatmulExplorer` (an ``ipywidgets.VBox``).
 
     Example:
-        >>> matmul_explorer(make_mesh([("batch", 4), ("model", 2)]))   # last line of a cell
+        >>> from course_utils import make_mesh
+        >>> explorer = matmul_explorer(make_mesh([("batch", 4), ("model", 2)]))  # shown as a cell's last line
+        >>> explorer.measurement is None  # nothing is measured until the learner reveals it
+        True
     """
     return MatmulExplorer(mesh, tuple(x_shape), tuple(w_shape))
 

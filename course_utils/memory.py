@@ -96,6 +96,10 @@ def bytes_per_device(obj):
         ValueError: ``obj`` holds arrays on two different meshes (both are named), or no array.
 
     Example:
+        >>> import tensorflow as tf
+        >>> from tensorflow.experimental import dtensor
+        >>> from course_utils import make_mesh, pack_batch
+        >>> mesh = make_mesh([("batch", 4), ("model", 2)])
         >>> w = dtensor.DVariable(pack_batch(tf.zeros([8, 6]), dtensor.Layout(["batch", "unsharded"], mesh)))
         >>> bytes_per_device(w)["CPU:0"]  # 2 rows of 6 float32 numbers
         48

@@ -37,8 +37,13 @@ def read_scalars(run_dir):
         FileNotFoundError: ``run_dir`` holds no event file (the message lists what it holds).
 
     Example:
+        >>> import tempfile, tensorflow as tf
+        >>> logs = Path(tempfile.mkdtemp())
+        >>> with tf.summary.create_file_writer(str(logs / "train")).as_default():
+        ...     for step, loss in enumerate([1.5, 0.75, 0.5]):
+        ...         _ = tf.summary.scalar("epoch_loss", loss, step=step)
         >>> read_scalars(logs / "train")["epoch_loss"]
-        [(0, 1.05...), (1, 0.41...), (2, 0.31...)]
+        [(0, 1.5), (1, 0.75), (2, 0.5)]
     """
     import tensorflow as tf
 
@@ -116,9 +121,9 @@ def read_trace(path):
         ValueError: several traces under the folder (the message lists them: pass one).
         RuntimeError: this TensorFlow cannot read its profiler's trace format (the message says what to install).
 
-    Example:
-        >>> rows = read_trace(logs / "dtensor")
-        >>> collections.Counter(row.kind for row in rows)["parallel_device_execute"]
+    Example (not run by the doctests: it needs the profile of a training step; tests/test_monitoring.py makes one):
+        >>> rows = read_trace(logs / "dtensor")  # doctest: +SKIP
+        >>> collections.Counter(row.kind for row in rows)["parallel_device_execute"]  # doctest: +SKIP
         8
     """
     from course_utils.profiling import _xplane_pb2
@@ -159,9 +164,9 @@ def stop_tensorboard(logdir, timeout=30.0):
     Raises:
         TimeoutError: a server still ran after ``timeout`` seconds (the message gives its pid).
 
-    Example:
-        >>> %tensorboard --logdir {logs} --port 0
-        >>> stop_tensorboard(logs)
+    Example (not run by the doctests: it needs a TensorBoard that %tensorboard started):
+        >>> %tensorboard --logdir {logs} --port 0  # doctest: +SKIP
+        >>> stop_tensorboard(logs)  # doctest: +SKIP
         [12345]
     """
     from tensorboard import manager

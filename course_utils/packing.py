@@ -13,7 +13,8 @@ def check_fits(shape, layout):
             size of its mesh axis (the axis, its size and the mesh axis are named, with what to change).
 
     Example:
-        >>> check_fits([8, 4], dtensor.Layout(["batch", dtensor.UNSHARDED], mesh))   # passes silently
+        >>> from course_utils import make_mesh
+        >>> check_fits([8, 4], dtensor.Layout(["batch", dtensor.UNSHARDED], make_mesh([("batch", 4)])))  # fits: silent
     """
     specs = layout.sharding_specs
     if len(shape) != len(specs):
@@ -49,6 +50,7 @@ def shard_slices(shape, layout):
         ValueError: rank mismatch, or a sharded axis that its mesh dimension does not divide.
 
     Example:
+        >>> from course_utils import make_mesh
         >>> mesh = make_mesh([("x", 2)])
         >>> shard_slices([4, 3], dtensor.Layout(["x", dtensor.UNSHARDED], mesh))
         [(slice(0, 2, None), slice(0, 3, None)), (slice(2, 4, None), slice(0, 3, None))]
@@ -89,6 +91,7 @@ def pack_batch(x, layout):
             dimension with its size are named). Raised before TensorFlow sees the tensor.
 
     Example:
+        >>> from course_utils import make_mesh
         >>> mesh = make_mesh([("batch", 8)])
         >>> images = tf.zeros([128, 28, 28, 1])
         >>> d = pack_batch(images, dtensor.Layout.batch_sharded(mesh, "batch", rank=4))

@@ -266,6 +266,8 @@ def collectives_run_by(fn):
             told apart.
 
     Example:
+        >>> from course_utils import make_mesh, pack_batch
+        >>> mesh = make_mesh([("batch", 4), ("model", 2)])
         >>> x = pack_batch(tf.ones([8, 6]), dtensor.Layout(["batch", "model"], mesh))
         >>> w = pack_batch(tf.ones([6, 4]), dtensor.Layout(["model", dtensor.UNSHARDED], mesh))
         >>> [(run.kind, run.axes, run.tensor_bytes) for run in collectives_run_by(lambda: tf.matmul(x, w))]

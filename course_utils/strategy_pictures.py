@@ -1,15 +1,16 @@
-"""Pictures of chapter 2's strategies: where the weights live, what travels each step, who talks to whom.
+"""Pictures of who talks to whom in a job: chapter 2's strategies (where the weights live, what travels each
+step) and chapter 12's tf.data service (who sends the trainers their batches).
 
-Drawn from each strategy's rules (as chapter 2 states and checks them), not measured: boxes are
-devices or processes, arrows are what one training step sends.
+Drawn from the rules the chapters state and check, not measured: boxes are devices or processes, arrows
+are what one training step sends.
 """
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-__all__ = ["STRATEGIES", "draw_data_flow", "draw_cluster_topology"]
+__all__ = ["STRATEGIES", "draw_cluster_topology", "draw_data_flow", "draw_data_service"]
 
 STRATEGIES = ("mirrored", "central storage", "parameter server")
-WEIGHTS, GRADIENTS, CONTROL = "tab:blue", "tab:red", "tab:grey"
+WEIGHTS, GRADIENTS, CONTROL, BATCHES = "tab:blue", "tab:red", "tab:grey", "tab:green"
 
 
 def _box(ax, x, y, text, color="#e8eef7", width=1.6, height=0.8):
@@ -140,5 +141,47 @@ def draw_cluster_topology(workers=3, parameter_servers=2):
     _frame(right, "ParameterServerStrategy: roles",
            "grey: the coordinator sends steps, the workers send results back; blue: the coordinator\n"
            "creates and reads the variables; red: each worker reads and updates them on its own (asynchronous)")
+    figure.tight_layout()
+    return figure
+
+
+def draw_data_service(workers=2, trainers=2):
+    """Draw a tf.data service feeding a job: the dispatcher, its workers and the trainers they send batches to.
+
+    Args:
+        workers: the service's worker processes, 1 to 4.
+        trainers: the job's trainer processes (e.g. the workers of a ``MultiWorkerMirroredStrategy``), 1 to 4.
+
+    Returns:
+        The matplotlib ``Figure``. Each arrow's gid names its link, e.g. ``"trainer 0-dispatcher"``,
+        ``"dispatcher-worker 1"`` or ``"worker 1-trainer 0"``.
+
+    Raises:
+        ValueError: a count outside its range.
+
+    Example:
+        >>> figure = draw_data_service(workers=3, trainers=2)
+    """
+    if not 1 <= workers <= 4 or not 1 <= trainers <= 4:
+        raise ValueError(f"workers and trainers must each be 1–4 (boxes must fit side by side), "
+                         f"not {workers} and {trainers}.")
+    figure, ax = plt.subplots(figsize=(8.5, 4.2))
+    spread = lambda n: [4 + (i - (n - 1) / 2) * min(2.6, 7 / n) for i in range(n)]
+    _box(ax, 0.9, 3.3, "dispatcher\nsplits the datasets,\nassigns work", color="#eeeeee", width=1.9, height=1.0)
+    for i, x in enumerate(spread(workers)):
+        _box(ax, x + 1, 1.9, f"tf.data worker {i}\nruns the pipeline\nbefore distribute()", color="#e3f4e1",
+             width=1.9, height=1.0)
+        _arrow(ax, (1.85, 3.1), (x + 0.1, 2.35), CONTROL, dashed=True, gid=f"dispatcher-worker {i}")
+    for t, x in enumerate(spread(trainers)):
+        _box(ax, x + 1, 0.15, f"trainer {t}\nruns the rest,\nthen its step", width=1.9, height=1.0)
+        _arrow(ax, (x + 0.1, 0.65), (0.9, 2.8), CONTROL, dashed=True, style="<|-|>", gid=f"trainer {t}-dispatcher")
+        for w, wx in enumerate(spread(workers)):
+            _arrow(ax, (wx + 1, 1.4), (x + 1, 0.65), BATCHES, gid=f"worker {w}-trainer {t}")
+    ax.set(xlim=(-0.5, 8.5), ylim=(-1.5, 4.0))
+    ax.axis("off")
+    ax.set_title("The tf.data service: input on workers of its own", fontsize=9)
+    ax.text(4, -1.4, "grey dashed: a trainer registers its dataset and asks for a job; the dispatcher hands\n"
+                     "the workers their parts (splits, or the whole dataset); green: batches, over the network",
+            ha="center", va="bottom", fontsize=7.5)
     figure.tight_layout()
     return figure

@@ -306,8 +306,19 @@ def visualize_sharding(tensor_or_layout, shape=None):
             has shards in other processes.
 
     Example:
+        >>> from course_utils import make_mesh
         >>> mesh = make_mesh([("batch", 4)])
         >>> print(visualize_sharding(dtensor.Layout.batch_sharded(mesh, "batch", rank=2), shape=[8, 3]))
+        tensor of shape (8, 3), sharding specs ['batch', 'unsharded']
+        on mesh batch=4 (4 devices)
+        shard shape (2, 3): 4 distinct block(s), each held by 1 device(s); replicated over mesh axes: none
+        <BLANKLINE>
+        axis 0 (batch) \\ axis 1 (unsharded) | 0:3
+        ------------------------------------+------
+        0:2                                 | CPU:0
+        2:4                                 | CPU:1
+        4:6                                 | CPU:2
+        6:8                                 | CPU:3
     """
     if isinstance(tensor_or_layout, dtensor.Layout):
         layout = tensor_or_layout
@@ -347,7 +358,16 @@ def visualize_mesh(mesh):
         TypeError: ``mesh`` is not a ``dtensor.Mesh``.
 
     Example:
+        >>> from course_utils import make_mesh
         >>> print(visualize_mesh(make_mesh([("batch", 4), ("model", 2)])))
+        mesh batch=4 x model=2 (8 devices), device type CPU
+        <BLANKLINE>
+        batch \\ model | model=0 | model=1
+        --------------+---------+--------
+        batch=0       | CPU:0   | CPU:1
+        batch=1       | CPU:2   | CPU:3
+        batch=2       | CPU:4   | CPU:5
+        batch=3       | CPU:6   | CPU:7
     """
     if not isinstance(mesh, dtensor.Mesh):
         raise TypeError(f"visualize_mesh takes a dtensor.Mesh, not {type(mesh).__name__}.")

@@ -1,15 +1,57 @@
-"""Fixtures for the unit tests of course_utils."""
+"""Fixtures for the unit tests of course_utils.
+
+Collecting the tests imports no TensorFlow (it took about 20 s): the test modules bind what they use of it with
+:mod:`lazy`, and the first test that uses it imports it. Whoever imports it first, the eight virtual CPUs every
+test expects are configured right after that import, before TensorFlow's runtime starts (:class:`VirtualCpus`).
+"""
+import importlib.abc
+import importlib.util
+import sys
+
 import matplotlib
 import pytest
 
-from course_utils import configure_virtual_cpus
-
 matplotlib.use("Agg")
+CPUS = 8
+
+
+class VirtualCpus(importlib.abc.MetaPathFinder):
+    """On TensorFlow's first import, in whatever test or helper, configure :data:`CPUS` virtual CPUs right after it:
+    devices can only be configured before the runtime starts, and any test may start it (loading data does)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = spec.loader
+
+        class ThenConfigure(importlib.abc.Loader):
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                module.__spec__.loader = module.__loader__ = loader
+                loader.exec_module(module)
+                # What configure_virtual_cpus(CPUS) sets, with TensorFlow's own calls: the module importing TensorFlow
+                # may be course_utils.devices itself, not yet defined. (It starts no runtime; the helper accepts it.)
+                cpu = module.config.list_physical_devices("CPU")[0]
+                module.config.set_logical_device_configuration(cpu, [module.config.LogicalDeviceConfiguration()] * CPUS)
+
+        spec.loader = ThenConfigure()
+        return spec
+
+
+def pytest_configure(config):
+    if "tensorflow" in sys.modules:  # imported before this conftest (by a plugin): configure now
+        from course_utils import configure_virtual_cpus
+
+        configure_virtual_cpus(CPUS)
+    else:
+        sys.meta_path.insert(0, VirtualCpus())
 
 
 def pytest_sessionstart(session):
-    # Devices must be configured before any test starts TensorFlow's runtime (loading data does).
-    configure_virtual_cpus(8)
     _nbval_kernels_over_unix_sockets()
 
 
@@ -38,7 +80,9 @@ def _nbval_kernels_over_unix_sockets():
 @pytest.fixture(scope="session")
 def cpus8():
     """The names of the eight logical CPUs configured for this pytest process."""
-    return configure_virtual_cpus(8)
+    from course_utils import configure_virtual_cpus
+
+    return configure_virtual_cpus(CPUS)
 
 
 @pytest.fixture(scope="session")

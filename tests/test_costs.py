@@ -2,14 +2,18 @@
 import itertools
 
 import pytest
-import tensorflow as tf
-from tensorflow.experimental import dtensor
 
-from course_utils import make_mesh, matmul_cost, pack_batch
+from course_utils import matmul_cost
 from course_utils.costs import ring_bytes_sent
-from course_utils.profiling import collectives_run_by
+from lazy import UNSHARDED, lazy
 
-U = dtensor.UNSHARDED
+tf = lazy("tensorflow")
+dtensor = lazy("tensorflow.experimental.dtensor")
+make_mesh = lazy("course_utils.make_mesh")
+pack_batch = lazy("course_utils.pack_batch")
+collectives_run_by = lazy("course_utils.profiling.collectives_run_by")
+
+U = UNSHARDED
 MESH = {"batch": 4, "model": 2}
 X_SHAPE, W_SHAPE = [8, 6], [6, 4]
 # Chapter 4's four cases: x and w specs -> y specs, and what each product moves:

@@ -213,3 +213,32 @@ def test_the_colab_like_venv_is_made_again_when_its_python_changes_or_is_gone(co
     (tmp_path / ".venv-colab" / "bin" / "python").unlink()
     course.make_colab_venv(other)  # its Python gone: made again
     assert len(made) == 4
+
+
+def test_one_chapter_runs_its_notebook_checkers_grader_and_colab_like_tests(course):
+    import subprocess
+    import sys
+
+    chapter, solution = (next((ROOT / folder).glob("04_*.ipynb")).relative_to(ROOT).as_posix()
+                         for folder in ("notebooks", "solutions"))
+    tests = course.chapter_tests(4)
+    assert tests == {"main": [chapter, "tests/checkers/test_ch4.py", f"{course.GRADER_TEST}[4]"],
+                     "colab": [f"{course.COLAB_TEST}[{chapter}]", f"{course.COLAB_TEST}[{solution}]"]}
+    assert course.chapter_tests(0) == {"main": ["notebooks/00_welcome.ipynb"],
+                                       "colab": [f"{course.COLAB_TEST}[notebooks/00_welcome.ipynb]"]}
+    runs = course.test_runs([], [4])
+    assert runs["main"][1][:3] == tests["main"] and runs["colab"][1][:2] == tests["colab"]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly",
+                           *tests["main"][1:], *tests["colab"]], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    collected = done.stdout.splitlines()
+    assert all(any(line.startswith(test) for line in collected) for test in tests["main"][1:] + tests["colab"]), \
+        done.stdout[-3000:] + done.stderr[-2000:]
+    with pytest.raises(SystemExit, match="--chapter 99: notebooks/ has no 99_"):
+        course.chapter_tests(99)
+
+
+def test_a_test_of_an_environments_own_file_runs_instead_of_the_whole_file(course):
+    node = f"{course.COLAB_TEST}[notebooks/00_welcome.ipynb]"
+    args = course.test_runs([node])["colab"][1]
+    assert node in args and course.ENV_FILES["colab"] not in args
+    assert course.test_runs(["-k", "welcome"])["colab"][1][0] == course.ENV_FILES["colab"]

@@ -1,10 +1,12 @@
 import os
 
 import pytest
-import tensorflow as tf
 
 from course_utils import DataUnavailableError, load_mnist
 from course_utils.data import mnist_data_dir, mnist_is_prepared
+from lazy import lazy
+
+tf = lazy("tensorflow")
 
 needs_mnist = pytest.mark.skipif(not mnist_is_prepared(), reason="set TFDS_DATA_DIR to the prepared MNIST")
 

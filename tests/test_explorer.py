@@ -1,15 +1,19 @@
 import ipywidgets as widgets
 import pytest
-from tensorflow.experimental import dtensor
 
-from course_utils.explorer import LayoutExploration, explore_layout, layout_explorer
-from course_utils.viz import ShardingPicture
+from lazy import UNSHARDED, lazy
 
-U = dtensor.UNSHARDED
+dtensor = lazy("tensorflow.experimental.dtensor")
+explore_layout = lazy("course_utils.explorer.explore_layout")
+layout_explorer = lazy("course_utils.explorer.layout_explorer")
+
+U = UNSHARDED
 
 
 def only_problem(*args, **kwargs):
     """Run explore_layout, check it refused the choice with exactly one explanation, return it."""
+    from course_utils.explorer import LayoutExploration
+
     result = explore_layout(*args, **kwargs)
     assert isinstance(result, LayoutExploration) and not result.ok
     assert result.picture is None and result.layout is None
@@ -21,6 +25,8 @@ def only_problem(*args, **kwargs):
 # --- choices that work ---------------------------------------------------------------------
 
 def test_a_2d_layout_gets_a_real_layout_and_picture(cpus8):
+    from course_utils.viz import ShardingPicture
+
     result = explore_layout((4, 2), ("batch", "model"), (8, 6), ("batch", "model"))
     assert result.ok and result.problems == []
     assert isinstance(result.picture, ShardingPicture)

@@ -1,5 +1,6 @@
 """Chapter 3's jobs on Kubernetes: the TFJob manifest against the Training Operator's published schema
-(tests/data/kubeflow), and the TF_CONFIG each pod gets beside the one chapter 3 writes by hand."""
+(tests/data/kubeflow), each pod template against Kubernetes' own (tests/data/kubernetes), and the TF_CONFIG each pod
+gets beside the one chapter 3 writes by hand."""
 import gzip
 import json
 from pathlib import Path
@@ -11,6 +12,7 @@ import yaml
 from course_utils.cluster.kubernetes import operator_tf_config, shared_volume_claim, tfjob_manifest
 
 CRD = Path(__file__).parent / "data" / "kubeflow" / "kubeflow.org_tfjobs.yaml.gz"
+POD_TEMPLATE = Path(__file__).parent / "data" / "kubernetes" / "pod-template-spec-v1.37.0-strict.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -18,6 +20,13 @@ def tfjob_schema():
     crd = yaml.safe_load(gzip.decompress(CRD.read_bytes()))
     assert crd["spec"]["names"]["kind"] == "TFJob"
     return next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == "v1")
+
+
+@pytest.fixture(scope="module")
+def pod_template_validator():
+    schema = json.loads(gzip.decompress(POD_TEMPLATE.read_bytes()))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
 
 
 def manifest(**kwargs):
@@ -48,7 +57,7 @@ def test_every_pod_mounts_the_shared_volume_finds_mnist_there_and_asks_for_cpus(
     job = manifest(claim="shared-nfs")
     for spec in job["spec"]["tfReplicaSpecs"].values():
         pod = spec["template"]["spec"]
-        assert pod["volumes"] == [{"name": "shared", "persistentVolumeClaim": {"claimName": "shared-nfs"}}]
+        assert pod["volumes"][0] == {"name": "shared", "persistentVolumeClaim": {"claimName": "shared-nfs"}}
         container = pod["containers"][0]
         assert container["name"] == "tensorflow"  # the container the operator gives TF_CONFIG
         assert {"name": "TFDS_DATA_DIR", "value": "/shared/tensorflow_datasets"} in container["env"]
@@ -78,3 +87,46 @@ def test_each_pod_gets_the_cluster_by_service_names_as_chapter_3_writes_it_with_
 def test_jobs_a_tfjob_cannot_hold_are_named():
     with pytest.raises(ValueError, match="got {'coordinator': 1}"):
         tfjob_manifest({"coordinator": 1}, "img", ["python"])
+
+
+@pytest.mark.parametrize("gpus", [0, 4])
+def test_every_pod_template_is_a_valid_kubernetes_pod_template(pod_template_validator, tfjob_schema, gpus):
+    job = json.loads(json.dumps(manifest(gpus=gpus)))
+    jsonschema.validate(job, tfjob_schema)
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        pod_template_validator.validate(spec["template"])
+
+
+def test_kubernetes_pod_schema_is_not_vacuous(pod_template_validator):
+    template = manifest()["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    misspelt = {"spec": {**template["spec"], "topologySpreadConstraint": []}}
+    with pytest.raises(jsonschema.ValidationError, match="topologySpreadConstraint"):
+        pod_template_validator.validate(misspelt)
+    spread = {**template["spec"]["topologySpreadConstraints"][0], "maxSkew": "one"}
+    with pytest.raises(jsonschema.ValidationError, match="'one' is not of type 'integer'"):
+        pod_template_validator.validate({"spec": {**template["spec"], "topologySpreadConstraints": [spread]}})
+    with pytest.raises(jsonschema.ValidationError, match="'containers' is a required property"):
+        pod_template_validator.validate({"spec": {"volumes": []}})
+
+
+def test_a_gpu_job_asks_for_its_gpus_mounts_shared_memory_and_spreads_its_pods_over_nodes():
+    job = manifest(gpus=4, shared_memory="8Gi")
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        pod = spec["template"]["spec"]
+        container = pod["containers"][0]
+        assert container["resources"]["limits"] == {"nvidia.com/gpu": 4}  # GPUs go in limits
+        assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+        assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
+        assert pod["topologySpreadConstraints"] == [{
+            "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+            "nodeTaintsPolicy": "Honor",  # a node the pods may not use (tainted) does not count in the skew
+            "labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": "test-tfjob"}}}]
+    cpu_pod = manifest(shared_memory=None)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert "limits" not in cpu_pod["containers"][0]["resources"]
+    assert [v["name"] for v in cpu_pod["volumes"]] == ["shared"]
+
+
+@pytest.mark.parametrize("gpus", [-1, 1.5, "2", True])
+def test_a_gpu_count_that_is_no_whole_number_is_refused(gpus):
+    with pytest.raises(ValueError, match=f"gpus is the GPUs of each pod, a whole number >= 0 .*got {gpus!r}"):
+        manifest(gpus=gpus)

@@ -1,11 +1,14 @@
 """The operation mode: measured costs agree with the cost model, and the widget hides the answer until asked."""
 import pytest
-from tensorflow.experimental import dtensor
 
-from course_utils import make_mesh
-from course_utils.matmul_explorer import MatmulExplorer, matmul_explorer, measure_matmul
+from lazy import UNSHARDED, lazy
 
-U = dtensor.UNSHARDED
+dtensor = lazy("tensorflow.experimental.dtensor")
+make_mesh = lazy("course_utils.make_mesh")
+matmul_explorer = lazy("course_utils.matmul_explorer.matmul_explorer")
+measure_matmul = lazy("course_utils.matmul_explorer.measure_matmul")
+
+U = UNSHARDED
 CASES = [(["batch", U], [U, U]), (["batch", U], [U, "model"]), (["batch", "model"], ["model", U]),
          (["batch", "model"], [U, "model"]), (["model", U], [U, "batch"])]
 
@@ -45,6 +48,8 @@ def test_layouts_that_cannot_multiply_are_explained_not_raised(mesh, x_specs, w_
 
 
 def test_the_widget_reveals_only_when_asked_and_grades_the_prediction(mesh):
+    from course_utils.matmul_explorer import MatmulExplorer
+
     widget = matmul_explorer(mesh)
     assert isinstance(widget, MatmulExplorer) and widget.measurement is None
     for menu, spec in zip(widget.x_menus + widget.w_menus, ["batch", U, U, "model"]):

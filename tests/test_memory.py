@@ -6,12 +6,16 @@ import textwrap
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from tensorflow.experimental import dtensor
 
-from course_utils import bytes_per_device, make_mesh, pack_batch
+from course_utils import bytes_per_device
+from lazy import UNSHARDED, lazy
 
-U = dtensor.UNSHARDED
+tf = lazy("tensorflow")
+dtensor = lazy("tensorflow.experimental.dtensor")
+make_mesh = lazy("course_utils.make_mesh")
+pack_batch = lazy("course_utils.pack_batch")
+
+U = UNSHARDED
 CPUS = [f"CPU:{i}" for i in range(8)]
 
 

@@ -8,12 +8,15 @@ import time
 from pathlib import Path
 
 import pytest
-import tensorflow as tf
 from tensorboard import manager, version
-from tensorflow.experimental import dtensor
 
-from course_utils import make_mesh, pack_batch
 from course_utils.monitoring import read_scalars, read_trace, stop_tensorboard
+from lazy import lazy
+
+tf = lazy("tensorflow")
+dtensor = lazy("tensorflow.experimental.dtensor")
+make_mesh = lazy("course_utils.make_mesh")
+pack_batch = lazy("course_utils.pack_batch")
 
 
 def test_read_scalars_gives_each_tag_its_steps_and_values(tmp_path):

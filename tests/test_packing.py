@@ -1,12 +1,15 @@
 import numpy as np
 import pytest
-import tensorflow as tf
-from tensorflow.experimental import dtensor
 
-from course_utils import make_mesh, pack_batch
-from course_utils.packing import shard_slices
+from lazy import UNSHARDED, lazy
 
-U = dtensor.UNSHARDED
+tf = lazy("tensorflow")
+dtensor = lazy("tensorflow.experimental.dtensor")
+make_mesh = lazy("course_utils.make_mesh")
+pack_batch = lazy("course_utils.pack_batch")
+shard_slices = lazy("course_utils.packing.shard_slices")
+
+U = UNSHARDED
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ import re
 import nbformat
 import pytest
 
+from course_utils.checkers import registry
 from course_utils.tools.site import build, execution, pages, slides, vendor
 
 ROOT = build.ROOT
@@ -18,13 +19,35 @@ def notebook(*cells):
 
 
 def test_the_front_page_links_every_chapter_with_its_readme_summary_and_slides():
-    text = pages.front_page(ROOT, ["notebooks", "exercises"])
+    text = pages.front_page(ROOT, ["notebooks", "exercises"], ["docs/instructors.md", "docs/tests.md"])
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         assert f"(notebooks/{path.stem}.ipynb)" in text and f"slides/{path.stem}.slides.html" in text
     assert "`LayoutMap`, data and model parallelism on MNIST" in text  # chapter 5's line of the README
     assert ":caption: Exercises" in text and ":caption: Solutions" not in text
+    assert ":caption: About the course\n\ndocs/instructors\ndocs/tests\n" in text
     assert "(#" not in text  # no link to a README section the site does not have
     assert ":caption: Solutions" in pages.front_page(ROOT, ["notebooks", "exercises", "solutions"])
+    assert f"Chapters {pages.number_span(registry())} each have exercise notebooks" in text
+
+
+def test_every_chapter_gets_its_readme_summary_on_the_front_page_two_digit_numbers_too(tmp_path):
+    text = pages.front_page(ROOT, ["notebooks", "exercises"])
+    readme = (ROOT / "README.md").read_text()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        summary = re.search(rf"^\| {int(path.stem[:2])} \| `{path.stem}` \| (.+) \|$", readme, re.M).group(1)
+        assert f"minutes | {summary} |" in text, path.stem
+    rows = "| 9 | `09_nine` | nine |\n| 10 | `10_ten` | ten |\n| 12 | `12_twelve` | twelve |\n"
+    assert pages.CHAPTER_ROW.findall(rows) == [("9", "09_nine", "nine"), ("10", "10_ten", "ten"),
+                                               ("12", "12_twelve", "twelve")]
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.course]\nrepository = "a/b"\n')
+    (tmp_path / "README.md").write_text("# Course\n\nIntro.\n\n## The chapters\n\n" + rows)
+    for name in ("10_ten", "11_eleven"):
+        nbformat.write(notebook(("md", f"# {name}\n**Time:** about 20 minutes")), tmp_path / "notebooks" / f"{name}.ipynb")
+    with pytest.raises(pages.PageError, match=r"notebooks/11_eleven.ipynb has no row in README.md's chapter table; "
+                                              r"add one: \| 11 \| `11_eleven` \|"):
+        pages.front_page(tmp_path, ["notebooks"])
 
 
 def test_a_notebook_without_a_title_is_named(tmp_path):
@@ -40,10 +63,13 @@ def test_the_instructors_page_ranks_the_hardest_exercises_from_a_grades_table(tm
                       "a,4,q1,2,2,correct\nb,4,q1,2,2,correct\na,4,q6,1,6,partial\nb,4,q6,0,6,incorrect\n"
                       "a,4,,0,0,\n")
     assert pages.hardest_exercises(grades) == [("4.q6", 1 / 12, 2), ("4.q1", 1.0, 2)]
-    text = pages.instructors_page(ROOT, {"05_dtensor_with_keras": 91.0}, "Run time: measured so.", grades=grades)
-    assert "## A 3-hour workshop" in text and "## A full day" in text and "| 4.q6 | 8% | 2 |" in text
-    assert "| 91 s | not measured |" in text and "Run time: measured so." in text
-    assert "python3 course.py grade" in pages.instructors_page(ROOT, {}, "")
+    sections = pages.instructors_sections(ROOT, {"05_dtensor_with_keras": 91.0}, "Run time: measured so.",
+                                          grades=grades)
+    assert "| 4.q6 | 8% | 2 |" in sections["hardest-exercises"] and "../slides/04_" in sections["slides"]
+    assert "| 91 s | not measured |" in sections["run-times"] and "Run time: measured so." in sections["run-times"]
+    assert "python3 course.py grade" in pages.instructors_sections(ROOT, {}, "")["hardest-exercises"]
+    plans = pages.workshop_plans(ROOT)
+    assert "### A 3-hour workshop" in plans and "### A full day" in plans
     (tmp_path / "bad.csv").write_text("name,score\nx,1\n")
     with pytest.raises(pages.PageError, match="is not a grades table"):
         pages.hardest_exercises(tmp_path / "bad.csv")

@@ -2,12 +2,13 @@
 for each task), against what TensorFlow's SlurmClusterResolver makes of it, and the batch script."""
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from course_utils.cluster.slurm import slurm_batch_script, slurm_tf_config
+from course_utils.cluster.slurm import check_gpus, slurm_batch_script, slurm_tf_config
 
 TWO_NODES = {"SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "node[9-10]", "SLURM_STEP_TASKS_PER_NODE": "1(x2)"}
 
@@ -69,17 +70,31 @@ def test_the_batch_script_starts_a_failed_step_again(tmp_path, failures, exit_co
     assert run.stderr.count("of the step failed") == min(failures, 3)
 
 
+def test_the_setup_runs_before_set_u_which_some_activation_scripts_do_not_survive(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/bash\ntrue\n")
+    (bin_dir / "srun").chmod(0o755)
+    batch = tmp_path / "job.sh"  # a setup that reads a variable nobody set, as some `module` and conda scripts do
+    batch.write_text(slurm_batch_script({"worker": 2}, "mwms_worker.py", setup='[ -z "$A_VARIABLE_NOBODY_SET" ]'))
+    run = subprocess.run(["bash", str(batch)], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+
 def test_the_batch_script_takes_whole_nodes_and_runs_the_script_with_its_tf_config(tmp_path):
-    text = slurm_batch_script({"worker": 2}, "mwms_worker.py", args=["out dir"], setup="module load tensorflow")
-    assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n" in text
-    assert "#SBATCH --requeue\n" in text and "set -euo pipefail\nmodule load tensorflow\nfor attempt in" in text
+    text = slurm_batch_script({"worker": 2}, "mwms_worker.py", args=["out dir"], setup="module load tensorflow",
+                              env={"TFDS_DATA_DIR": "/shared/my data"})
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n#SBATCH --mem=0\n" in text
+    assert "#SBATCH --requeue\n" in text and "#SBATCH --open-mode=append\n" in text and "gpu" not in text
+    # the script, not the submitting shell, sets what the tasks need: the Keras choice and env
+    assert "set -eo pipefail\nmodule load tensorflow\nset -u " in text  # the setup runs before set -u
+    assert "\nexport TF_USE_LEGACY_KERAS=1\nexport TFDS_DATA_DIR='/shared/my data'\n" in text
+    assert "\nrun=${SLURM_RESTART_COUNT:-0}" in text
     srun = next(line for line in text.splitlines() if "srun " in line)
+    assert "srun --export=ALL --kill-on-bad-exit=1 --output=%x-%j-run$run-task%t-start$attempt.log python" in srun
     assert "course_utils.cluster.slurm --jobs '{\"worker\": 2}'" in srun
     assert srun.endswith("mwms_worker.py 'out dir'; then exit 0; fi")
-    with pytest.raises(ValueError, match="number of tasks >= 1"):
-        slurm_batch_script({"worker": 0}, "x.py")
-    with pytest.raises(ValueError, match="attempts is how many times the step is started"):
-        slurm_batch_script({"worker": 2}, "x.py", attempts=0)
+    assert "export TF_USE_LEGACY_KERAS=0\n" in slurm_batch_script({"worker": 2}, "x.py", keras="keras3")
     # What srun runs, in task 1 of the stand-in step: the script gets this task's TF_CONFIG and its arguments.
     script = tmp_path / "show.py"
     script.write_text("import os, sys\nprint(os.environ['TF_CONFIG'])\nprint(sys.argv[1:])")
@@ -89,3 +104,58 @@ def test_the_batch_script_takes_whole_nodes_and_runs_the_script_with_its_tf_conf
     assert run.returncode == 0, run.stderr[-2000:]
     config, args = run.stdout.strip().splitlines()[-2:]
     assert json.loads(config)["task"] == {"type": "worker", "index": 1} and args == "['out dir']"
+
+
+def test_a_gpu_job_asks_slurm_for_its_gpus_and_each_task_checks_them():
+    text = slurm_batch_script({"chief": 1, "worker": 3}, "mwms_worker.py", gpus_per_node=8)
+    assert "#SBATCH --nodes=4\n" in text and "#SBATCH --gpus-per-node=8\n" in text and "#SBATCH --mem=0\n" in text
+    srun = next(line for line in text.splitlines() if "srun " in line)
+    assert "--port-base 2222 --gpus-per-node 8 mwms_worker.py;" in srun
+
+
+@pytest.mark.parametrize("gpus", [-1, 1.5, "2", True, None])
+def test_a_gpu_count_that_is_no_whole_number_is_refused(gpus):
+    with pytest.raises(ValueError, match=rf"gpus_per_node \(the GPUs each node's task uses; 0 for a CPU job\) must "
+                                         rf"be a whole number >= 0, got {re.escape(repr(gpus))}"):
+        slurm_batch_script({"worker": 2}, "x.py", gpus_per_node=gpus)
+
+
+@pytest.mark.parametrize("jobs, message", [
+    ({"chief": 1, "worker": 2, "ps": 1}, "A parameter-server job cannot run as one Slurm step: .* serve until they are "
+                                         "stopped .*MultiWorkerMirroredStrategy \\(jobs=\\{'worker': N\\}"),
+    ({"worker": 2, "evaluator": 1}, "runs MultiWorkerMirroredStrategy jobs, made of chief and worker tasks; it has no "
+                                    "job 'evaluator'"),
+    ({"worker": 0}, "The number of 'worker' tasks must be a whole number >= 1, got 0"),
+    ({"worker": 2.0}, "The number of 'worker' tasks must be a whole number >= 1, got 2.0"),
+    ({}, "jobs must map each job name to a number of tasks >= 1"),
+])
+def test_jobs_it_cannot_run_are_refused_with_what_to_use_instead(jobs, message):
+    with pytest.raises(ValueError, match=message):
+        slurm_batch_script(jobs, "x.py")
+
+
+def test_other_bad_options_are_refused():
+    with pytest.raises(ValueError, match="attempts \\(how many times the step is started\\) must be a whole number >= 1"):
+        slurm_batch_script({"worker": 2}, "x.py", attempts=0)
+    with pytest.raises(ValueError, match="keras must be one of \\['tf_keras', 'keras3'\\]"):
+        slurm_batch_script({"worker": 2}, "x.py", keras="keras2")
+    with pytest.raises(ValueError, match="Choose the Keras with keras="):
+        slurm_batch_script({"worker": 2}, "x.py", env={"TF_USE_LEGACY_KERAS": "1"})
+    with pytest.raises(ValueError, match="env names shell variables .*'MY-VAR' is none"):
+        slurm_batch_script({"worker": 2}, "x.py", env={"MY-VAR": "1"})
+
+
+def test_a_task_that_sees_fewer_gpus_than_it_asked_for_stops_with_what_to_check(tmp_path):
+    check_gpus(0, [])  # a CPU job: nothing to check
+    with pytest.raises(RuntimeError, match=r"Task 1 on node2 asked for 2 GPU\(s\) \(--gpus-per-node=2\) but TensorFlow "
+                                           r"sees 0 \(none\); Slurm gave the step SLURM_GPUS_ON_NODE=2, "
+                                           r"CUDA_VISIBLE_DEVICES=\(unset\)\. Stopping rather than training on the CPU"):
+        check_gpus(2, [], environ={"SLURM_PROCID": "1", "SLURMD_NODENAME": "node2", "SLURM_GPUS_ON_NODE": "2"})
+    # What a task of a GPU job runs on this machine, which has no GPU: it stops before the script starts.
+    script = tmp_path / "never.py"
+    script.write_text("print('the training script ran')")
+    env = {**os.environ, **TWO_NODES, "SLURM_PROCID": "0", "SLURMD_NODENAME": "node9", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    run = subprocess.run([sys.executable, "-m", "course_utils.cluster.slurm", "--jobs", '{"worker": 2}',
+                          "--gpus-per-node", "1", str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0 and "the training script ran" not in run.stdout
+    assert "RuntimeError: Task 0 on node9 asked for 1 GPU(s) (--gpus-per-node=1) but TensorFlow sees 0" in run.stderr

@@ -6,13 +6,19 @@ import textwrap
 
 import numpy as np
 import pytest
-import tensorflow as tf
-from tensorflow.experimental import dtensor
 
-from course_utils import make_mesh, pack_batch
-from course_utils.step_check import WHY_WRONG, _blocks, _judge, check_step, value_of
+from lazy import UNSHARDED, lazy
 
-U = dtensor.UNSHARDED
+tf = lazy("tensorflow")
+dtensor = lazy("tensorflow.experimental.dtensor")
+make_mesh = lazy("course_utils.make_mesh")
+pack_batch = lazy("course_utils.pack_batch")
+_blocks = lazy("course_utils.step_check._blocks")
+_judge = lazy("course_utils.step_check._judge")
+check_step = lazy("course_utils.step_check.check_step")
+value_of = lazy("course_utils.step_check.value_of")
+
+U = UNSHARDED
 
 
 def sgd_step(w, b, lr=0.1, scale_b=1.0):
@@ -57,6 +63,8 @@ def numpy_sgd(values, x, y):
 
 
 def test_a_wrong_variable_is_named():
+    from course_utils.step_check import WHY_WRONG
+
     w, b = fresh_variables()
     result = check_step(sgd_step(w, b, scale_b=0.5), {"w": w, "b": b}, *data(), reference=numpy_sgd)
     assert not result.ok and result.wrong == ["b"]
@@ -96,14 +104,15 @@ def test_replicas_that_disagree_are_caught(cpus8):
     assert _judge("v", np.zeros(2), np.zeros(2), disagree, 1e-3, np.asarray(1e-7)).ok is False
 
 
-@pytest.mark.parametrize("variables, error, message", [
-    ([], ValueError, "No variables to check"),
-    ({"w": tf.ones([2])}, TypeError, "not a tf.Variable. Pass the variables themselves"),
-    ([tf.Variable(1.0, name="same"), tf.Variable(2.0, name="same")], ValueError, "Two of the variables are named 'same:0'"),
+@pytest.mark.parametrize("variables, error, message", [  # each made by the test (collecting starts no TensorFlow)
+    (lambda: [], ValueError, "No variables to check"),
+    (lambda: {"w": tf.ones([2])}, TypeError, "not a tf.Variable. Pass the variables themselves"),
+    (lambda: [tf.Variable(1.0, name="same"), tf.Variable(2.0, name="same")], ValueError,
+     "Two of the variables are named 'same:0'"),
 ])
 def test_bad_variables_are_explained(variables, error, message):
     with pytest.raises(error, match=message):
-        check_step(lambda: None, variables)
+        check_step(lambda: None, variables())
 
 
 def test_bad_references_are_explained():

@@ -5,7 +5,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from course_utils.strategy_pictures import STRATEGIES, draw_cluster_topology, draw_data_flow  # noqa: E402
+from course_utils.strategy_pictures import STRATEGIES, draw_cluster_topology, draw_data_flow, draw_data_service  # noqa: E402
 
 
 def test_one_titled_panel_per_strategy():
@@ -51,3 +51,19 @@ def test_data_flow_refuses_what_it_cannot_draw(kwargs, words):
 def test_topology_refuses_counts_out_of_range():
     with pytest.raises(ValueError, match="workers must be 2–4"):
         draw_cluster_topology(workers=5)
+
+
+def test_data_service_links_every_trainer_to_the_dispatcher_and_every_worker():
+    figure = draw_data_service(workers=3, trainers=2)
+    links = {patch.get_gid() for patch in figure.axes[0].patches if patch.get_gid()}
+    assert links == ({f"dispatcher-worker {w}" for w in range(3)} | {f"trainer {t}-dispatcher" for t in range(2)}
+                     | {f"worker {w}-trainer {t}" for w in range(3) for t in range(2)})
+    texts = [t.get_text() for t in figure.axes[0].texts]
+    assert sum(t.startswith("tf.data worker") for t in texts) == 3 and sum(t.startswith("trainer") for t in texts) == 2
+    plt.close(figure)
+
+
+@pytest.mark.parametrize("workers, trainers", [(0, 2), (2, 5)])
+def test_data_service_refuses_what_does_not_fit(workers, trainers):
+    with pytest.raises(ValueError, match="must each be 1–4"):
+        draw_data_service(workers=workers, trainers=trainers)

@@ -1,10 +1,15 @@
 import pytest
-import tensorflow as tf
-from tensorflow.experimental import dtensor
 
-from course_utils import make_mesh, pack_batch, visualize_mesh, visualize_sharding
+from lazy import UNSHARDED, lazy
 
-U = dtensor.UNSHARDED
+tf = lazy("tensorflow")
+dtensor = lazy("tensorflow.experimental.dtensor")
+make_mesh = lazy("course_utils.make_mesh")
+pack_batch = lazy("course_utils.pack_batch")
+visualize_mesh = lazy("course_utils.visualize_mesh")
+visualize_sharding = lazy("course_utils.visualize_sharding")
+
+U = UNSHARDED
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ The package: ``core.py`` (results, feedback, the exercise class), ``answers.py``
 answers), one module per chapter (``ch1.py`` ...) with each exercise's grader and hints side by
 side (a chapter's build-and-measure exercise, whose checker runs the learner's code, in
 ``chN_build.py``; the larger chapters' further parts in ``ch4_layouts.py``, ``ch5_layers.py``, ``ch5_cases.py``,
-``ch5_budget.py``, ``ch6_steps.py``, ``ch8_run.py``), and ``notebook_cells.py``, generated from the solution notebooks by the build (each
-exercise's check call, cell and solution code), ``plain.py`` (answers as plain data: a check's
+``ch5_budget.py``, ``ch6_steps.py``, ``ch8_run.py``), ``notebook_cells.json``, generated from the solution notebooks
+by the build (each exercise's check call, cell and solution code; package data), ``plain.py`` (answers as plain data: a check's
 ``collect`` half runs where the answers live, its ``judge`` half in the grader's process).
 TensorFlow is imported only inside the graders that need it, so :func:`registry` is cheap.
 """
@@ -30,7 +30,7 @@ from .core import CORRECT, GRADED, INCORRECT, PARTIAL, SELF_STUDY, UNANSWERED, C
 __all__ = ["CORRECT", "GRADED", "INCORRECT", "PARTIAL", "SELF_STUDY", "UNANSWERED", "ChapterExercises", "Exercise",
            "Result", "chapter_definition", "exercises", "is_placeholder", "registry"]
 
-CHAPTER_MODULES = {1: "ch1", 2: "ch2", 3: "ch3", 4: "ch4", 5: "ch5", 6: "ch6", 7: "ch7", 8: "ch8", 9: "ch9"}
+CHAPTER_MODULES = {1: "ch1", 2: "ch2", 3: "ch3", 4: "ch4", 5: "ch5", 6: "ch6", 7: "ch7", 8: "ch8", 9: "ch9", 12: "ch12"}
 _BOUND = {}
 
 
@@ -62,7 +62,9 @@ def exercises(chapter, mode=SELF_STUDY):
 
     Example:
         >>> ex = exercises(3)
-        >>> ex.q4.check([False, True, True, False, True, False])   # prints "Correct! 6/6 points." and why
+        >>> ex.q4.check([False, True, True, False, True, False])
+        Correct! 6/6 points.
+          ✓ 6 of the 6 statements judged right
     """
     key = (chapter, mode)
     if key not in _BOUND:
@@ -74,7 +76,7 @@ def registry():
     """Every chapter's exercises and their maximum points: ``{chapter: {"q1": points, ...}}``.
 
     Example:
-        >>> registry()[4]
-        {'q1': 2, 'q2': 2, 'q3': 4, 'q4': 4}
+        >>> registry()[1]
+        {'q1': 2, 'q2': 2, 'q3': 2}
     """
     return {number: chapter_definition(number).max_points() for number in CHAPTER_MODULES}

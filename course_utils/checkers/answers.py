@@ -92,6 +92,7 @@ def as_bool_list(feedback, answer, count, item, meaning):
     give and returns None.
 
     Example:
+        >>> from course_utils.checkers.core import Feedback
         >>> as_bool_list(Feedback(), [True, 0], 2, "call", "True = this call traces")
         [True, False]
     """
@@ -116,8 +117,11 @@ def grade_statements(feedback, statements, truths, ideas, points_for=None):
         points_for: ``{number judged right: points}``; default one point per statement judged right.
 
     Example:
+        >>> from course_utils.checkers.core import Feedback
         >>> fb = Feedback()
-        >>> grade_statements(fb, [True, "false"], [(True, "..."), (True, "...")], ["idea 1", "idea 2"])
+        >>> grade_statements(fb, [True, "false"], [(True, "why 1"), (True, "why 2")], ["idea 1", "idea 2"])
+        >>> fb.points, fb.render(graded=True)
+        (1, '  ✓ 1 of the 2 statements judged right\\n  ✗ 1 statement is judged wrong. Revisit: idea 2.')
     """
     values = as_bool_list(feedback, statements, len(truths), "statement", "True = the statement is true")
     if values is None:

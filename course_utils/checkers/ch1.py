@@ -279,4 +279,4 @@ class GradientTape(Exercise):
         return fb
 
 
-CHAPTER = chapter(1, "Tensors and devices", [PredictPlacement, PredictTracing, GradientTape])
+CHAPTER = chapter(1, "Tensors and devices", {"q1": PredictPlacement, "q2": PredictTracing, "q3": GradientTape})

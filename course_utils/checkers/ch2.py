@@ -421,5 +421,5 @@ class PickStrategy(Exercise):
         return grade_items(Feedback(), choices, expected, explain, normalize_strategy, "one strategy name per scenario")
 
 
-CHAPTER = chapter(2, "Strategies on one machine", [BatchAndLearningRate, LossScaling, PickStrategy,
-                                                      DistributedStep])
+CHAPTER = chapter(2, "Strategies on one machine", {"q1": BatchAndLearningRate, "q2": LossScaling, "q3": PickStrategy,
+                                                      "q4": DistributedStep})

@@ -455,6 +455,6 @@ class SaveEverywhere(Exercise):
         return fb
 
 
-CHAPTER = chapter(3, "Beyond one process", [WorkerConfig, ParameterServerConfig, Faults, SyncAsync,
-                                               SaveEverywhere],
-                  uses_tensorflow=False)
+CHAPTER = chapter(3, "Beyond one process", {
+    "q1": WorkerConfig, "q2": ParameterServerConfig, "q3": Faults, "q4": SyncAsync, "q5": SaveEverywhere},
+    uses_tensorflow=False)

@@ -333,5 +333,6 @@ class LayoutCost(Exercise):
 # than the notebook's examples), each of them feasible with w split over 'model' alone.
 
 
-CHAPTER = chapter(4, "DTensor meshes and layouts", [MeshAndLayout, PackByHand, ShardShapes, WhichCollective,
-                                                     LayoutCost, BudgetProduct])
+CHAPTER = chapter(4, "DTensor meshes and layouts", {
+    "q1": MeshAndLayout, "q2": PackByHand, "q3": ShardShapes, "q4": WhichCollective, "q5": LayoutCost,
+    "q6": BudgetProduct})

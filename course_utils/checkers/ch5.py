@@ -325,5 +325,6 @@ class PackTrainingBatch(Exercise):
 # Exercise 6: build_on_mesh(mesh, weights, budget) -> (model, optimizer, step), run on the checker's own cases.
 
 
-CHAPTER = chapter(5, "DTensor with Keras", [Seeds, EmbeddingTable, LayoutMapKeys, PackTrainingBatch, MemoryBudget,
-                                            BuildOnMesh])
+CHAPTER = chapter(5, "DTensor with Keras", {
+    "q1": Seeds, "q2": EmbeddingTable, "q3": LayoutMapKeys, "q4": PackTrainingBatch, "q5": MemoryBudget,
+    "q6": BuildOnMesh})

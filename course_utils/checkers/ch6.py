@@ -442,4 +442,4 @@ def __getattr__(name):
 
 
 CHAPTER = chapter(6, "Core-API MLP with a hand-written Adam",
-                  [XavierInit, HiddenSizeBug, SlotLayouts, FrozenStep, BrokenVariable])
+                  {"q1": XavierInit, "q2": HiddenSizeBug, "q3": SlotLayouts, "q4": FrozenStep, "q5": BrokenVariable})

@@ -458,4 +458,5 @@ class PipelineBubble(Exercise):
         return False
 
 
-CHAPTER = chapter(7, "Where next", [RestoreOnAnotherMesh, LayoutMapRules, NameTheParallelism, PipelineBubble])
+CHAPTER = chapter(7, "Where next", {
+    "q1": RestoreOnAnotherMesh, "q2": LayoutMapRules, "q3": NameTheParallelism, "q4": PipelineBubble})

@@ -422,4 +422,5 @@ class PredictBytes(Exercise):
 # Exercise 4: the checker's own model, mesh, budget and batch (other sizes and names than the notebook's).
 
 
-CHAPTER = chapter(8, "Keras 3 on JAX", [ReadSharding, PortLayoutMap, PredictBytes, BudgetStep], uses_tensorflow=False)
+CHAPTER = chapter(8, "Keras 3 on JAX", {
+    "q1": ReadSharding, "q2": PortLayoutMap, "q3": PredictBytes, "q4": BudgetStep}, uses_tensorflow=False)

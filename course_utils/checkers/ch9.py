@@ -558,4 +558,5 @@ class WhereTheLogsGo(Exercise):
         return fb
 
 
-CHAPTER = chapter(9, "Watch and feed a distributed job", [DatasetFnForTwoWorkers, WhoReadsWhat, WhereTheLogsGo])
+CHAPTER = chapter(9, "Watch and feed a distributed job", {
+    "q1": DatasetFnForTwoWorkers, "q2": WhoReadsWhat, "q3": WhereTheLogsGo})

@@ -1,20 +1,23 @@
 """The machinery of the exercise checkers: results, feedback, the exercise class, a chapter's set.
 
 A chapter module (``ch1.py``, ...) defines one :class:`Exercise` subclass per question, with its
-grader, its hints and its title side by side, and binds them with :func:`chapter`. The call that
-checks an exercise, the cell it lives in and its solution code are read from the solution
-notebooks by the build (``notebook_cells.py``, generated), so they are written once.
+grader, its hints and its title side by side, and binds them to their names with :func:`chapter`.
+The call that checks an exercise, the cell it lives in and its solution code are read from the
+solution notebooks by the build into ``notebook_cells.json`` (generated, shipped as package data),
+so they are written once.
 
 Only relative imports of the course's own modules appear here and at the top of every module of
 this package, so that a copy of it (the grader's stripped hand-out copy, ``grading/handout.py``)
 imports its own modules.
 """
+import functools
+import json
 import os
 from dataclasses import dataclass
+from importlib import resources
 
 from .answers import is_placeholder, short_error
 from .plain import PlainDataError, dumps, loads
-from .notebook_cells import CHAPTERS as NOTEBOOK_CELLS
 
 __all__ = ["CORRECT", "INCORRECT", "PARTIAL", "UNANSWERED", "ChapterExercises", "Exercise", "Feedback",
            "Result", "chapter"]
@@ -25,6 +28,31 @@ OK_MARK, NO_MARK = "✓", "✗"
 # Set by the grader in the kernels it runs: the grader checks every exercise itself, so a
 # notebook's own check calls only print a note (which also halves the grading time).
 GRADER_RUN_ENV = "COURSE_GRADING"
+CELLS_FILE = "notebook_cells.json"  # beside this module; written by `python3 course.py build`
+
+
+@functools.cache
+def notebook_cells():
+    """What the checkers read from the solution notebooks, as the build wrote it into :data:`CELLS_FILE` of this
+    package (or of the grader's hand-out copy, where the solutions are emptied):
+    ``{chapter: {"keras": ..., "dtensor": ..., "exercises": {name: {"cell", "call", "solution"}}}}``.
+
+    Raises:
+        FileNotFoundError: the package was installed without its data file; the message says what to do.
+
+    Example:
+        >>> notebook_cells()[3]["exercises"]["q4"]["call"]
+        'ex.q4.check(statements)'
+    """
+    try:
+        text = resources.files(__package__).joinpath(CELLS_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"course_utils/checkers/{CELLS_FILE} is missing: in a clone of the course, run `python3 course.py "
+            f"build`; an installed course_utils ships it as package data ([tool.setuptools.package-data] of "
+            f"pyproject.toml), so reinstall it.") from None
+    return {int(number): cells for number, cells in json.loads(text)["chapters"].items()}
+
 
 
 @dataclass(frozen=True)
@@ -261,14 +289,13 @@ class Exercise:
 class ChapterExercises:
     """The exercises of one chapter, as attributes ``q1``, ``q2``, ... (iterable, in order)."""
 
-    def __init__(self, number, title, exercise_classes, mode=SELF_STUDY):
+    def __init__(self, number, title, named, mode=SELF_STUDY):
         if mode not in (SELF_STUDY, GRADED):
             raise ValueError(f"mode must be {SELF_STUDY!r} or {GRADED!r}, not {mode!r}.")
         self.chapter, self.title, self.mode = number, title, mode
-        cells = NOTEBOOK_CELLS[number]["exercises"]
+        cells = notebook_cells()[number]["exercises"]
         self._items = []
-        for index, cls in enumerate(exercise_classes, start=1):
-            name = f"q{index}"
+        for name, cls in named.items():
             item = cls(number, name, cells[name], mode)
             self._items.append(item)
             setattr(self, name, item)
@@ -299,32 +326,49 @@ class ChapterExercises:
 
 @dataclass(frozen=True)
 class Chapter:
-    """What a chapter module declares: its number, title and exercise classes, in order, and whether
-    its graders use TensorFlow (the grader then watches TensorFlow for tampering too)."""
+    """What a chapter module declares: its number, title, exercise classes by name (``{"q1": Q1, ...}``, in the
+    declared order) and whether its graders use TensorFlow (the grader then watches TensorFlow for tampering too)."""
 
     number: int
     title: str
-    exercises: tuple
+    named: dict
     uses_tensorflow: bool = True
+
+    @property
+    def exercises(self):
+        """The exercise classes, in the declared order."""
+        return tuple(self.named.values())
 
     def bind(self, mode=SELF_STUDY):
         """A fresh :class:`ChapterExercises` of this chapter in ``mode``."""
-        return ChapterExercises(self.number, self.title, self.exercises, mode)
+        return ChapterExercises(self.number, self.title, self.named, mode)
 
     def max_points(self):
-        return {f"q{i}": cls.points for i, cls in enumerate(self.exercises, start=1)}
+        """``{name: points}`` of the chapter's exercises, in the declared order."""
+        return {name: cls.points for name, cls in self.named.items()}
 
 
 def chapter(number, title, exercises, uses_tensorflow=True):
-    """Declare a chapter's exercises (at the end of its module): ``CHAPTER = chapter(1, "...", [Q1, Q2])``.
+    """Declare a chapter's exercises by the names its notebook checks them with (``ex.q1.check(...)``), at the end
+    of its module: ``CHAPTER = chapter(1, "...", {"q1": Q1, "q2": Q2})``.
 
     Raises:
-        ValueError: the solution notebook of the chapter has a different number of exercises
-            (run the build after adding or removing one).
+        TypeError: ``exercises`` is not a dict of names to :class:`Exercise` subclasses.
+        ValueError: the chapter's solution notebook checks other names (run the build after adding, removing
+            or renaming one).
+
+    Example:
+        >>> chapter(3, "Beyond one process", [Exercise])
+        Traceback (most recent call last):
+        ...
+        TypeError: chapter(3, ...) takes its exercises by name, as the notebook checks them: {"q1": FirstExercise, "q2": ...}, not a list.
     """
-    found = sorted(NOTEBOOK_CELLS.get(number, {}).get("exercises", {}))
-    expected = [f"q{i}" for i in range(1, len(exercises) + 1)]
-    if sorted(found) != sorted(expected):
-        raise ValueError(f"Chapter {number} declares {expected}, but its solution notebook checks {found}. "
-                         f"Make them agree, then run `python3 course.py build`.")
-    return Chapter(number, title, tuple(exercises), uses_tensorflow)
+    if not isinstance(exercises, dict) or not all(isinstance(cls, type) and issubclass(cls, Exercise)
+                                                  for cls in exercises.values()):
+        raise TypeError(f'chapter({number}, ...) takes its exercises by name, as the notebook checks them: '
+                        f'{{"q1": FirstExercise, "q2": ...}}, not a {type(exercises).__name__}.')
+    found = sorted(notebook_cells().get(number, {}).get("exercises", {}))
+    if sorted(exercises) != found:
+        raise ValueError(f"Chapter {number} declares the exercises {sorted(exercises)}, but its solution notebook "
+                         f"checks {found}. Make them agree, then run `python3 course.py build`.")
+    return Chapter(number, title, dict(exercises), uses_tensorflow)

@@ -26,3 +26,8 @@ class NetworkNamespaceError(ClusterError):
 
     Raised when the cluster is made, before any task starts; the message says what to change.
     """
+
+
+class SlurmClusterError(ClusterError):
+    """A :class:`~course_utils.cluster.slurm_cluster.SlurmCluster` cannot run here (not Linux, not root, Slurm not
+    installed), did not start, or a Slurm command failed; the message says what to change."""

@@ -93,11 +93,11 @@ class LocalCluster:
             ``ip`` command, not root, or ``ip`` refused); the message says what went wrong and
             what to change. It is raised here, before any process starts.
 
-    Example:
-        >>> with LocalCluster("worker.py", {"worker": 2}, env={"TF_USE_LEGACY_KERAS": "1"}) as cluster:
+    Example (not run by the doctests: it needs a worker script; tests/test_cluster.py runs clusters):
+        >>> with LocalCluster("worker.py", {"worker": 2}, env={"TF_USE_LEGACY_KERAS": "1"}) as cluster:  # doctest: +SKIP
         ...     exit_codes = cluster.wait()  # {Task("worker", 0): 0, Task("worker", 1): 0}
         ...     print(cluster.logs())
-        >>> LocalCluster("worker.py", {"worker": 2}, network="namespaces").cluster_spec
+        >>> LocalCluster("worker.py", {"worker": 2}, network="namespaces").cluster_spec  # doctest: +SKIP
         {'worker': ['10.57.3.2:40122', '10.57.3.3:40123']}
     """
 
@@ -172,8 +172,8 @@ class LocalCluster:
         Raises:
             ValueError: there is no such task, or it is not started by this cluster.
 
-        Example:
-            >>> subprocess.run(["ip", "netns", "exec", cluster.namespace("worker", 0), "ip", "-br", "addr"])
+        Example (not run by the doctests: it needs a running cluster):
+            >>> subprocess.run(["ip", "netns", "exec", cluster.namespace("worker", 0), "ip", "-br", "addr"])  # doctest: +SKIP
         """
         task = self._spec.started_task(job, index)
         return self._network and self._network.namespace(task)
@@ -188,8 +188,8 @@ class LocalCluster:
             ValueError: no such started task, the cluster runs on ``network="localhost"``, or it
                 has stopped (its network is deleted then).
 
-        Example:
-            >>> with cluster:
+        Example (not run by the doctests: it needs a running cluster):
+            >>> with cluster:  # doctest: +SKIP
             ...     cluster.wait()
             ...     sent = cluster.bytes_sent("worker", 0)
         """
@@ -270,8 +270,8 @@ class LocalCluster:
             tail: keep only the last ``tail`` lines of each log.
             hide_tf_info: drop TensorFlow's C++ info lines.
 
-        Example:
-            >>> print(cluster.logs(tail=5))
+        Example (not run by the doctests: it needs a running cluster):
+            >>> print(cluster.logs(tail=5))  # doctest: +SKIP
         """
         codes = self.exit_codes()
         parts = []

@@ -18,6 +18,16 @@ _TF_INFO_LINE = re.compile(
 )
 
 
+def without_tf_info(text):
+    """``text`` without TensorFlow's C++ info lines and start-up notices (the lines of ``_TF_INFO_LINE``).
+
+    Example:
+        >>> without_tf_info("I0000 00:00:1712345678.123456   4242 cpu_feature_guard.cc:210] ...\nEpoch 1/3")
+        'Epoch 1/3'
+    """
+    return "\n".join(line for line in text.splitlines() if not _TF_INFO_LINE.match(line))
+
+
 class TaskLogs:
     """The log folder of a cluster, with one file per started task: ``<job>-<index>.log``.
 
@@ -26,9 +36,9 @@ class TaskLogs:
         log_dir: the folder, made if missing; None makes a new temporary folder, deleted with
             its logs when this object is garbage-collected or Python exits (a folder you pass stays).
 
-    Example:
-        >>> logs = TaskLogs(spec, None)
-        >>> logs.log_path("worker", 0).name
+    Example (not run by the doctests: it needs a cluster's spec):
+        >>> logs = TaskLogs(spec, None)  # doctest: +SKIP
+        >>> logs.log_path("worker", 0).name  # doctest: +SKIP
         'worker-0.log'
     """
 
@@ -52,8 +62,8 @@ class TaskLogs:
         Raises:
             ValueError: there is no such started task.
 
-        Example:
-            >>> cluster.log_path("worker", 0).name
+        Example (not run by the doctests: it needs a cluster):
+            >>> cluster.log_path("worker", 0).name  # doctest: +SKIP
             'worker-0.log'
         """
         task = self._spec.started_task(job, index)
@@ -70,14 +80,12 @@ class TaskLogs:
         Raises:
             ValueError: there is no such started task.
 
-        Example:
-            >>> print(cluster.log("worker", 0, tail=20))
+        Example (not run by the doctests: it needs a running cluster):
+            >>> print(cluster.log("worker", 0, tail=20))  # doctest: +SKIP
         """
         path = self.log_path(job, index)
         text = path.read_text(errors="replace") if path.exists() else ""
-        lines = text.splitlines()
-        if hide_tf_info:
-            lines = [line for line in lines if not _TF_INFO_LINE.match(line)]
+        lines = (without_tf_info(text) if hide_tf_info else text).splitlines()
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
         return "\n".join(lines)

@@ -31,7 +31,7 @@ from .errors import NetworkNamespaceError
 
 PREFIX = "tfc"
 NETNS_DIR = "/run/netns"  # where `ip netns add` keeps the namespaces it makes
-_CAPABILITIES = {12: "CAP_NET_ADMIN", 21: "CAP_SYS_ADMIN"}  # bits of CapEff in /proc/self/status
+CAPABILITIES = {12: "CAP_NET_ADMIN", 21: "CAP_SYS_ADMIN"}  # bits of CapEff in /proc/self/status
 _NAMESPACE = re.compile(rf"{PREFIX}-([0-9a-f]{{6}})-(\d+)-")
 _BRIDGE = re.compile(rf"{PREFIX}([0-9a-f]{{6}})br")
 _TAG = re.compile(rf"{PREFIX}-?([0-9a-f]{{6}})")
@@ -60,8 +60,8 @@ def check_permitted():
         NetworkNamespaceError: this is not Linux, ``ip`` (iproute2) is missing, or the process
             lacks CAP_NET_ADMIN or CAP_SYS_ADMIN; the message says what to change.
 
-    Example:
-        >>> check_permitted()
+    Example (not run by the doctests: its answer depends on the machine):
+        >>> check_permitted()  # doctest: +SKIP
         '/usr/sbin/ip'
     """
     if not sys.platform.startswith("linux"):
@@ -71,11 +71,11 @@ def check_permitted():
     if ip is None:
         raise NetworkNamespaceError("network='namespaces' needs the `ip` command (iproute2), which is not "
                                     "installed. Install it (apt-get install iproute2) or use network='localhost'.")
-    missing = [name for bit, name in _CAPABILITIES.items() if not effective_capabilities() >> bit & 1]
+    missing = [name for bit, name in CAPABILITIES.items() if not effective_capabilities() >> bit & 1]
     if missing:
         raise NetworkNamespaceError(
             f"network='namespaces' makes network namespaces, a bridge and virtual cables, which takes "
-            f"{' and '.join(_CAPABILITIES.values())}; this Python (user id {os.geteuid()}) lacks "
+            f"{' and '.join(CAPABILITIES.values())}; this Python (user id {os.geteuid()}) lacks "
             f"{' and '.join(missing)}. {ADVICE}")
     return ip
 
@@ -88,7 +88,8 @@ def _ip_json(ip, *args):
     return json.loads(result.stdout) if result.stdout.strip() else []
 
 
-def _owner_is_dead(pid):
+def owner_is_dead(pid):
+    """Whether no process has the id ``pid`` (the owner of a network, or of a Slurm cluster's folder, is gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -115,8 +116,8 @@ def _tag(name):
 def remove_leftovers(ip):
     """Remove the networks whose owner process is gone (a killed Python); return their tags and the tags in use.
 
-    Example:
-        >>> remove_leftovers("/usr/sbin/ip")
+    Example (not run by the doctests: it changes the machine's network namespaces):
+        >>> remove_leftovers("/usr/sbin/ip")  # doctest: +SKIP
         ({'3fa9c2'}, {'b71e04'})
     """
     links = _ip_json(ip, "link", "show")
@@ -129,7 +130,7 @@ def remove_leftovers(ip):
         bridge, owner = _BRIDGE.fullmatch(link["ifname"]), _ALIAS_PID.fullmatch(link.get("ifalias", ""))
         if bridge and owner:
             owners[bridge[1]] = int(owner[1])
-    stale = {tag for tag, pid in owners.items() if _owner_is_dead(pid)}
+    stale = {tag for tag, pid in owners.items() if owner_is_dead(pid)}
     _remove(ip, [link["ifname"] for link in links if _tag(link["ifname"]) in stale],
             [name for name in namespaces if _tag(name) in stale])
     return stale, set(owners) - stale
@@ -166,8 +167,8 @@ def in_namespace(path, function):
     Raises:
         OSError: the thread could not join the namespace; whatever ``function`` raised.
 
-    Example:
-        >>> listener = in_namespace("/run/netns/tfc-3fa9c2-4242-worker-1", lambda: socket.create_server(("10.57.3.3", 0)))
+    Example (not run by the doctests: it needs a network namespace):
+        >>> listener = in_namespace("/run/netns/tfc-3fa9c2-4242-worker-1", lambda: socket.create_server(("10.57.3.3", 0)))  # doctest: +SKIP
     """
     outcome = {}
 
@@ -224,14 +225,14 @@ class TaskNetwork:
     Raises:
         NetworkNamespaceError: namespaces are not permitted here; the message says what to change.
 
-    Example:
-        >>> network = TaskNetwork()
-        >>> network.assign([Task("worker", 0), Task("worker", 1)])
+    Example (not run by the doctests: it makes network namespaces, as root):
+        >>> network = TaskNetwork()  # doctest: +SKIP
+        >>> network.assign([Task("worker", 0), Task("worker", 1)])  # doctest: +SKIP
         {Task(job='worker', index=0): '10.57.3.2', Task(job='worker', index=1): '10.57.3.3'}
-        >>> network.create()
-        >>> network.namespace_path(Task("worker", 0))
+        >>> network.create()  # doctest: +SKIP
+        >>> network.namespace_path(Task("worker", 0))  # doctest: +SKIP
         '/run/netns/tfc-3fa9c2-4242-worker-0'
-        >>> network.delete()
+        >>> network.delete()  # doctest: +SKIP
     """
 
     def __init__(self):
@@ -272,8 +273,8 @@ class TaskNetwork:
             ValueError: the task has no namespace, or the network does not exist now (the cluster
                 stopped: read it before leaving the ``with`` block).
 
-        Example:
-            >>> network.bytes_sent(Task("worker", 0))
+        Example (not run by the doctests: it needs a running cluster's network):
+            >>> network.bytes_sent(Task("worker", 0))  # doctest: +SKIP
             31542377
         """
         namespace = self.namespace(task)

@@ -2,11 +2,13 @@
 import os
 import signal
 import subprocess
+import sys
 
 # Started by ``python -c``: make the kernel SIGKILL this process when its parent dies (Linux
 # prctl PR_SET_PDEATHSIG = 1), check that the parent did not die before that, join the task's
 # network namespace if it has one (setns with CLONE_NEWNET; Python 3.11 has no os.setns), then
-# become the real script with exec (the death signal and the namespace survive exec). Doing this
+# become the real script, or with LOCAL_CLUSTER_PROGRAM=1 the program named by the first argument,
+# with exec (the death signal and the namespace survive exec). Doing this
 # in the child itself instead of in a ``preexec_fn`` avoids running Python code between fork and
 # exec in a parent full of threads (a TensorFlow kernel), which the subprocess documentation
 # warns can deadlock; and the process keeps its pid and process group.
@@ -14,6 +16,7 @@ _BOOTSTRAP = """\
 import ctypes, os, signal, sys
 parent = int(os.environ.pop("LOCAL_CLUSTER_PARENT_PID"))
 netns = os.environ.pop("LOCAL_CLUSTER_NETNS", "")
+program = os.environ.pop("LOCAL_CLUSTER_PROGRAM", "")
 if sys.platform.startswith("linux"):
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)
@@ -27,6 +30,8 @@ if sys.platform.startswith("linux"):
             os.close(fd)
         except OSError as error:
             sys.exit(f"LocalCluster: this task could not join its network namespace {netns}: {error}")
+if program:
+    os.execvp(sys.argv[1], sys.argv[1:])
 os.execv(sys.executable, [sys.executable] + sys.argv[1:])
 """
 
@@ -46,14 +51,31 @@ def launch(python, script, args, environ, log_file, netns=None):
         The ``subprocess.Popen``; its process group id is its pid, so :func:`kill_group` reaches
         the processes it starts too.
 
-    Example:
-        >>> with open("worker-0.log", "ab") as log_file:
+    Example (not run by the doctests: it starts a worker script):
+        >>> with open("worker-0.log", "ab") as log_file:  # doctest: +SKIP
         ...     process = launch(sys.executable, "worker.py", [], dict(os.environ), log_file)
     """
     return subprocess.Popen(
         [python, "-c", _BOOTSTRAP, str(script), *args],
         stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
         env={**environ, "LOCAL_CLUSTER_PARENT_PID": str(os.getpid()), "LOCAL_CLUSTER_NETNS": netns or ""},
+        start_new_session=True,
+    )
+
+
+def launch_program(argv, environ, log_file, netns=None):
+    """Start the program ``argv`` (looked up on ``PATH``) as :func:`launch` starts a script: in a new process group
+    that, on Linux, dies with this process, in the network namespace ``netns`` if given.
+
+    Example:
+        >>> with open("munged.log", "ab") as log_file:
+        ...     process = launch_program(["munged", "--foreground"], dict(os.environ), log_file)
+    """
+    return subprocess.Popen(
+        [sys.executable, "-c", _BOOTSTRAP, *map(str, argv)],
+        stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+        env={**environ, "LOCAL_CLUSTER_PARENT_PID": str(os.getpid()), "LOCAL_CLUSTER_NETNS": netns or "",
+             "LOCAL_CLUSTER_PROGRAM": "1"},
         start_new_session=True,
     )
 

@@ -41,10 +41,10 @@ class TaskProcesses:
         ValueError: the script does not exist, or ``timeout`` or ``grace_seconds`` is not a
             number of seconds.
 
-    Example:
-        >>> processes = TaskProcesses(spec, logs, script="worker.py", args=(), timeout=60,
+    Example (not run by the doctests: it needs a cluster's spec and a worker script):
+        >>> processes = TaskProcesses(spec, logs, script="worker.py", args=(), timeout=60,  # doctest: +SKIP
         ...                           grace_seconds=1, python=None, network=None)
-        >>> processes.start()
+        >>> processes.start()  # doctest: +SKIP
     """
 
     def __init__(self, spec, logs, *, script, args, timeout, grace_seconds, python, network=None):
@@ -95,9 +95,9 @@ class TaskProcesses:
         A stopped cluster can be started again: same ports, same TF_CONFIG, fresh time limits
         (so re-running a notebook cell with ``with cluster:`` works).
 
-        Example:
-            >>> cluster = LocalCluster("worker.py", {"worker": 2}).start()
-            >>> cluster.stop()
+        Example (not run by the doctests: it starts a cluster of a worker script):
+            >>> cluster = LocalCluster("worker.py", {"worker": 2}).start()  # doctest: +SKIP
+            >>> cluster.stop()  # doctest: +SKIP
         """
         running = self.running_tasks()
         self._launch([t for t in self._spec.started_tasks if t not in running])
@@ -112,9 +112,9 @@ class TaskProcesses:
         Raises:
             ValueError: there is no such started task.
 
-        Example:
-            >>> cluster.restart()              # the whole cluster, e.g. after a worker was lost
-            >>> cluster.restart("worker", 1)   # one task
+        Example (not run by the doctests: it needs a running cluster):
+            >>> cluster.restart()              # the whole cluster, e.g. after a worker was lost  # doctest: +SKIP
+            >>> cluster.restart("worker", 1)   # one task  # doctest: +SKIP
         """
         if job is None:
             if index is not None:
@@ -155,8 +155,8 @@ class TaskProcesses:
         Raises:
             ValueError: there is no such task, or it is not started by this cluster.
 
-        Example:
-            >>> cluster.pid("worker", 0) in [p.pid for p in psutil.Process().children()]  # while it runs
+        Example (not run by the doctests: it needs a running cluster):
+            >>> cluster.pid("worker", 0) in [p.pid for p in psutil.Process().children()]  # while it runs  # doctest: +SKIP
             True
         """
         process = self._latest.get(self._spec.started_task(job, index))
@@ -169,9 +169,9 @@ class TaskProcesses:
         An id can be given to another process or thread once its process has ended and been reaped, so
         check that none is still a child of this process rather than that no process has it.
 
-        Example:
-            >>> cluster.stop()
-            >>> [pid for pid in cluster.pids if psutil.pid_exists(pid) and psutil.Process(pid).ppid() == os.getpid()]
+        Example (not run by the doctests: it needs a running cluster):
+            >>> cluster.stop()  # doctest: +SKIP
+            >>> [pid for pid in cluster.pids if psutil.pid_exists(pid) and psutil.Process(pid).ppid() == os.getpid()]  # doctest: +SKIP
             []
         """
         return [p.pid for p in self._every]
@@ -181,8 +181,8 @@ class TaskProcesses:
 
         A negative code means the process was killed by that signal (``-9``: SIGKILL).
 
-        Example:
-            >>> cluster.exit_codes()
+        Example (not run by the doctests: it needs a running cluster):
+            >>> cluster.exit_codes()  # doctest: +SKIP
             {Task(job='worker', index=0): None, Task(job='worker', index=1): 0}
         """
         return {t: (None if p is None else p.poll()) for t, p in
@@ -191,9 +191,9 @@ class TaskProcesses:
     def running_tasks(self):
         """The started tasks whose process is still running.
 
-        Example:
-            >>> cluster.kill("worker", 1)
-            >>> cluster.running_tasks()
+        Example (not run by the doctests: it needs a running cluster):
+            >>> cluster.kill("worker", 1)  # doctest: +SKIP
+            >>> cluster.running_tasks()  # doctest: +SKIP
             [Task(job='worker', index=0)]
         """
         return [t for t, p in self._latest.items() if p.poll() is None]
@@ -212,8 +212,8 @@ class TaskProcesses:
         Raises:
             ValueError: there is no such started task.
 
-        Example:
-            >>> cluster.kill("worker", 1)
+        Example (not run by the doctests: it needs a running cluster):
+            >>> cluster.kill("worker", 1)  # doctest: +SKIP
         """
         task = self._spec.started_task(job, index)
         process = self._latest.get(task)
@@ -232,9 +232,9 @@ class TaskProcesses:
         addresses). If a KeyboardInterrupt arrives meanwhile, the processes are still killed
         before it propagates.
 
-        Example:
-            >>> cluster.stop()
-            >>> cluster.running_tasks()
+        Example (not run by the doctests: it needs a running cluster):
+            >>> cluster.stop()  # doctest: +SKIP
+            >>> cluster.running_tasks()  # doctest: +SKIP
             []
         """
         self._watchdog.stop()

@@ -166,8 +166,8 @@ class ClusterSpec:
         The host is ``127.0.0.1``, unless the cluster was made with another ``host`` or with
         ``network="namespaces"`` (then every started task has an address of its own).
 
-        Example:
-            >>> tf.train.ClusterSpec(cluster.cluster_spec)  # e.g. for a SimpleClusterResolver
+        Example (not run by the doctests: it needs a cluster):
+            >>> tf.train.ClusterSpec(cluster.cluster_spec)  # e.g. for a SimpleClusterResolver  # doctest: +SKIP
         """
         return {job: list(addresses) for job, addresses in self._addresses.items()}
 
@@ -175,8 +175,8 @@ class ClusterSpec:
     def tasks(self):
         """Every task of the cluster spec, including ``not_started`` ones, in spec order.
 
-        Example:
-            >>> LocalCluster("worker.py", {"chief": 1, "worker": 2}, not_started="chief").tasks
+        Example (not run by the doctests: it needs a worker script):
+            >>> LocalCluster("worker.py", {"chief": 1, "worker": 2}, not_started="chief").tasks  # doctest: +SKIP
             [Task(job='chief', index=0), Task(job='worker', index=0), Task(job='worker', index=1)]
         """
         return [Task(job, i) for job, count in self.jobs.items() for i in range(count)]
@@ -185,8 +185,8 @@ class ClusterSpec:
     def started_tasks(self):
         """The tasks this cluster runs as processes (all but the ``not_started`` jobs).
 
-        Example:
-            >>> LocalCluster("worker.py", {"chief": 1, "worker": 2}, not_started="chief").started_tasks
+        Example (not run by the doctests: it needs a worker script):
+            >>> LocalCluster("worker.py", {"chief": 1, "worker": 2}, not_started="chief").started_tasks  # doctest: +SKIP
             [Task(job='worker', index=0), Task(job='worker', index=1)]
         """
         return [t for t in self.tasks if t.job not in self.not_started]
@@ -200,8 +200,8 @@ class ClusterSpec:
         Raises:
             ValueError: there is no such task.
 
-        Example:
-            >>> cluster.address("worker", 1)
+        Example (not run by the doctests: it needs a cluster):
+            >>> cluster.address("worker", 1)  # doctest: +SKIP
             '127.0.0.1:40123'
         """
         task = self.task(job, index)
@@ -216,8 +216,8 @@ class ClusterSpec:
         Raises:
             ValueError: there is no such task.
 
-        Example:
-            >>> cluster.tf_config("worker", 1)
+        Example (not run by the doctests: it needs a cluster):
+            >>> cluster.tf_config("worker", 1)  # doctest: +SKIP
             {'cluster': {'worker': ['127.0.0.1:40122', '127.0.0.1:40123']}, 'task': {'type': 'worker', 'index': 1}}
         """
         task = self.task(job, index)
@@ -232,8 +232,8 @@ class ClusterSpec:
         Raises:
             ValueError: there is no such task, or it is not started by this cluster.
 
-        Example:
-            >>> cluster.environment("worker", 0)["TF_CONFIG"]
+        Example (not run by the doctests: it needs a cluster):
+            >>> cluster.environment("worker", 0)["TF_CONFIG"]  # doctest: +SKIP
             '{"cluster": {...}, "task": {"type": "worker", "index": 0}}'
         """
         task = self.started_task(job, index)

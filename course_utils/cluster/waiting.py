@@ -18,8 +18,8 @@ class TaskWaiter:
             :class:`~course_utils.cluster.processes.TaskProcesses` and
             :class:`~course_utils.cluster.logs.TaskLogs`.
 
-    Example:
-        >>> TaskWaiter(spec, processes, logs).wait("worker", timeout=None, check=True)
+    Example (not run by the doctests: it needs a running cluster):
+        >>> TaskWaiter(spec, processes, logs).wait("worker", timeout=None, check=True)  # doctest: +SKIP
     """
 
     def __init__(self, spec, processes, logs):
@@ -41,8 +41,8 @@ class TaskWaiter:
             ClusterTimeoutError: some servers did not accept connections in time.
             KeyboardInterrupt: the wait was interrupted; the cluster was stopped first.
 
-        Example:
-            >>> cluster.wait_until_ready(["worker", "ps"], timeout=60)
+        Example (not run by the doctests: it needs a running cluster):
+            >>> cluster.wait_until_ready(["worker", "ps"], timeout=60)  # doctest: +SKIP
         """
         tasks = self._spec.select(jobs)
         timeout = check_seconds(timeout, "timeout")
@@ -102,8 +102,8 @@ class TaskWaiter:
                 processes are stopped first.
             KeyboardInterrupt: the wait was interrupted; the cluster was stopped first.
 
-        Example:
-            >>> exit_codes = cluster.wait(jobs="worker")
+        Example (not run by the doctests: it needs a running cluster):
+            >>> exit_codes = cluster.wait(jobs="worker")  # doctest: +SKIP
         """
         tasks = self._spec.select(jobs)
         for task in tasks:

@@ -25,11 +25,11 @@ class Watchdog:
     under a lock, and :meth:`timed_out` reads under the same lock, so tasks started together
     (one deadline) are reported together.
 
-    Example:
-        >>> watchdog = Watchdog()
-        >>> watchdog.start()
-        >>> watchdog.watch(Task("worker", 0), process, time.monotonic() + 60)
-        >>> watchdog.timed_out([Task("worker", 0)])   # after 60 s: [Task(job='worker', index=0)]
+    Example (not run by the doctests: it needs a worker's process):
+        >>> watchdog = Watchdog()  # doctest: +SKIP
+        >>> watchdog.start()  # doctest: +SKIP
+        >>> watchdog.watch(Task("worker", 0), process, time.monotonic() + 60)  # doctest: +SKIP
+        >>> watchdog.timed_out([Task("worker", 0)])   # after 60 s: [Task(job='worker', index=0)]  # doctest: +SKIP
     """
 
     def __init__(self):

@@ -150,13 +150,15 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
     Raises:
         SandboxUnavailable: ``sandbox="bwrap"`` and the sandbox cannot start here.
 
-    Example:
-        >>> rows, note = grade_notebook(Path("submissions/alice_04.ipynb"), "alice_04.ipynb", timeout=120)
-        >>> rows[0]["points"], rows[0]["status"], rows[0]["sandbox"]
+    Example (not run by the doctests: it grades a submission in a sandbox; tests/grading do):
+        >>> rows, note = grade_notebook(Path("submissions/alice_04.ipynb"), "alice_04.ipynb", timeout=120)  # doctest: +SKIP
+        >>> rows[0]["points"], rows[0]["status"], rows[0]["sandbox"]  # doctest: +SKIP
         (2, 'correct', 'bwrap')
     """
     from course_utils.checkers import CHAPTER_MODULES, chapter_definition
-    from course_utils.checkers.notebook_cells import CHAPTERS
+    from course_utils.checkers.core import notebook_cells
+
+    chapters = notebook_cells()
 
     mode = resolve_sandbox(sandbox)[0]
     try:
@@ -167,7 +169,7 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
         nb = parse_notebook(data)
     except NotANotebook as err:
         return _not_graded(submission, f"not a readable notebook ({str(err)[:100]})", sandbox=mode), ""
-    answer_cells = {number: {e["cell"] for e in CHAPTERS[number]["exercises"].values()} for number in CHAPTER_MODULES}
+    answer_cells = {number: {e["cell"] for e in chapters[number]["exercises"].values()} for number in CHAPTER_MODULES}
     number, chapter_note = identify_chapter(nb, answer_cells, chapter)
     flags = suspicious_code(nb) + ([chapter_note] if chapter_note else [])
     if number is None:
@@ -176,7 +178,7 @@ def grade_notebook(path, submission, timeout=DEFAULT_TIMEOUT, chapter=None, hint
     if number not in CHAPTER_MODULES:
         return _not_graded(submission, f"chapter {number} has no graded exercises", number, "; ".join(flags),
                            mode), ""
-    cells = CHAPTERS[number]
+    cells = chapters[number]
     max_points = chapter_definition(number).max_points()
     checks = [{"exercise": name, "cell": cells["exercises"][name]["cell"], "max_points": points}
               for name, points in max_points.items()]
@@ -237,7 +239,7 @@ def printable(value):
     could rewrite the grader's output) shown as ``?``; line breaks and tabs are kept. Non-strings unchanged.
 
     Example:
-        >>> printable("boom\x1b[2K\r[1/3] bob: 16/16")
+        >>> printable("boom\\x1b[2K\\r[1/3] bob: 16/16")
         'boom?[2K?[1/3] bob: 16/16'
     """
     if not isinstance(value, str):
@@ -252,8 +254,12 @@ def find_notebooks(folder, recursive=False):
     are listed (each gets a "not graded" row); a symbolic link to a folder is never entered.
 
     Example:
-        >>> find_notebooks("submissions")
-        [PosixPath('submissions/alice_04.ipynb'), PosixPath('submissions/bob_04.ipynb')]
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> for name in ("bob_04.ipynb", "alice_04.ipynb", "notes.txt", ".ipynb_checkpoints/bob_04.ipynb"):
+        ...     (folder / name).parent.mkdir(exist_ok=True)
+        ...     _ = (folder / name).write_text("{}")
+        >>> [path.name for path in find_notebooks(folder, recursive=True)]
+        ['alice_04.ipynb', 'bob_04.ipynb']
     """
     folder = Path(folder)
     found = []
@@ -312,8 +318,8 @@ def grade_folder(folder, timeout=DEFAULT_TIMEOUT, recursive=False, jobs=None, ec
     Raises:
         SandboxUnavailable: ``sandbox="bwrap"`` and the sandbox cannot start here (nothing is run).
 
-    Example:
-        >>> rows = grade_folder("submissions", timeout=120)   # writes submissions/grades.csv
+    Example (not run by the doctests: it grades a folder of submissions; tests/grading do):
+        >>> rows = grade_folder("submissions", timeout=120)   # writes submissions/grades.csv  # doctest: +SKIP
     """
     folder = Path(folder)
     mode, warning = resolve_sandbox(sandbox)

@@ -24,8 +24,8 @@ def export_answers(chapter, exercise, seed, path):
     Raises:
         FileExistsError: ``path`` exists already (the grader names a new file for every check).
 
-    Example:
-        >>> export_answers(4, "q1", 1234, "/tmp/q1.json")   # in a kernel that ran chapter 4's exercise cells
+    Example (not run by the doctests: it runs in a kernel that ran the exercise's cells):
+        >>> export_answers(4, "q1", 1234, "/tmp/q1.json")   # in a kernel that ran chapter 4's exercise cells  # doctest: +SKIP
     """
     from IPython import get_ipython
 

@@ -7,14 +7,17 @@ package and removes, from every checker module (``checkers/*.py``):
 - the methods named ``grade`` or ``judge``, and the methods and module-level functions whose names
   start with ``_grade`` or ``_judge``;
 - the module-level functions and classes whose names start with ``reference`` or ``_reference``;
-- the solution code of every exercise (``notebook_cells.py`` keeps each check call and cell id).
+- the solution code of every exercise (``notebook_cells.json`` keeps each check call and cell id).
 
 So the rule for a checker module is: what computes or states a right answer lives in one of
 those; ``collect`` (which runs in the sandbox) and what it calls never use them.
 """
 import ast
+import json
 import shutil
 from pathlib import Path
+
+from course_utils.checkers.core import CELLS_FILE
 
 __all__ = ["handout_package", "strip_checker_source", "strip_solutions"]
 
@@ -47,15 +50,18 @@ def strip_checker_source(source):
     return ast.unparse(tree) + "\n"
 
 
-def strip_solutions(source):
-    """``notebook_cells.py`` with every exercise's ``"solution"`` text emptied."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                if isinstance(key, ast.Constant) and key.value == "solution":
-                    node.values[node.values.index(value)] = ast.Constant("")
-    return ast.unparse(tree) + "\n"
+def strip_solutions(text):
+    """The JSON text of ``notebook_cells.json`` with every exercise's ``"solution"`` emptied.
+
+    Example:
+        >>> strip_solutions('{"chapters": {"3": {"exercises": {"q1": {"call": "ex.q1.check(x)", "solution": "x = 1"}}}}}')
+        '{"chapters": {"3": {"exercises": {"q1": {"call": "ex.q1.check(x)", "solution": ""}}}}}'
+    """
+    cells = json.loads(text)
+    for chapter in cells["chapters"].values():
+        for exercise in chapter["exercises"].values():
+            exercise["solution"] = ""
+    return json.dumps(cells, ensure_ascii=False)
 
 
 def handout_package(package_dir, destination):
@@ -66,16 +72,16 @@ def handout_package(package_dir, destination):
         FileExistsError: ``destination/course_utils`` exists already.
 
     Example:
-        >>> copy = handout_package(Path("course_utils"), Path(tempfile.mkdtemp()))
+        >>> import course_utils, tempfile
+        >>> copy = handout_package(Path(course_utils.__file__).parent, Path(tempfile.mkdtemp()))
         >>> "def judge" in (copy / "checkers" / "ch6.py").read_text()
         False
     """
     target = Path(destination) / Path(package_dir).name
     shutil.copytree(package_dir, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    cells = target / "checkers" / CELLS_FILE
+    cells.write_text(strip_solutions(cells.read_text(encoding="utf-8")), encoding="utf-8")
     for module in sorted((target / "checkers").glob("*.py")):
-        source = module.read_text(encoding="utf-8")
-        if module.name == "notebook_cells.py":
-            module.write_text(strip_solutions(source), encoding="utf-8")
-        elif module.name not in ("__init__.py", "core.py", "answers.py", "plain.py"):
-            module.write_text(strip_checker_source(source), encoding="utf-8")
+        if module.name not in ("__init__.py", "core.py", "answers.py", "plain.py"):
+            module.write_text(strip_checker_source(module.read_text(encoding="utf-8")), encoding="utf-8")
     return target

@@ -43,8 +43,10 @@ def write_csv(rows, path):
     Each file is replaced in one step. Returns the SHA-256 (hex).
 
     Example:
-        >>> write_csv(rows, Path("submissions/grades.csv"))
-        '3f5a...'
+        >>> table = Path(tempfile.mkdtemp()) / "grades.csv"
+        >>> digest = write_csv([], table)  # the header alone
+        >>> table.with_name("grades.csv.sha256").read_text() == f"{digest}  grades.csv\\n"
+        True
     """
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=COLUMNS)
@@ -61,8 +63,10 @@ def verify_digest(path):
     """Whether the table at ``path`` still has the SHA-256 written beside it (False when either is missing).
 
     Example:
-        >>> verify_digest("submissions/grades.csv")
-        True
+        >>> table = Path(tempfile.mkdtemp()) / "grades.csv"
+        >>> _ = write_csv([], table)
+        >>> verify_digest(table), verify_digest(table.with_name("other.csv"))
+        (True, False)
     """
     try:
         expected = digest_path(path).read_text().split()[0]
@@ -95,11 +99,17 @@ def summary(rows):
     """A readable summary of the rows: one line per submission (and its flags), then one per exercise.
 
     Example:
-        >>> print(summary(grade_folder("submissions")))
+        >>> row = dict(submission="alice_04.ipynb", chapter=4, exercise="q1", points=2, max_points=2,
+        ...            status="correct", hints="", flags="", feedback="")
+        >>> print(summary([row, dict(row, exercise="q2", points=0, status="incorrect", hints="1")]))
         Per submission
           submission      chapter  points    breakdown
-          alice_04.ipynb  4        10/12     3 correct, 1 partial
-        ...
+          alice_04.ipynb  4        2/4       1 correct, 1 incorrect
+        <BLANKLINE>
+        Per exercise
+          exercise  max  mean   correct  partial  incorrect  unanswered  not checked  hints used
+          4.q1      2    2.00   1        0        0          0           0            0
+          4.q2      2    0.00   0        0        1          0           0            1
     """
     submissions = list(dict.fromkeys(row["submission"] for row in rows))
     width = max([len(s) for s in submissions] + [10])

@@ -40,7 +40,11 @@ def read_submission(path, limit=MAX_NOTEBOOK_BYTES):
             larger than ``limit`` bytes, or cannot be read (the reason is in the message).
 
     Example:
-        >>> read_submission("submissions/alice_04.ipynb")[:1]
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "alice_04.ipynb"
+        >>> _ = path.write_text('{"cells": []}')
+        >>> read_submission(path)[:1]
         b'{'
     """
     try:

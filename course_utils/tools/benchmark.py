@@ -44,8 +44,8 @@ def time_notebooks(paths, timeout=600):
     Returns:
         A list of ``(name, seconds, status)``; ``status`` is ``"ok"`` or what went wrong.
 
-    Example:
-        >>> time_notebooks([Path("notebooks/00_welcome.ipynb")])
+    Example (not run by the doctests: it runs chapter 0 in a kernel):
+        >>> time_notebooks([Path("notebooks/00_welcome.ipynb")])  # doctest: +SKIP
         [('00_welcome', 4.1, 'ok')]
     """
     results = []
@@ -76,8 +76,8 @@ def time_strategies(examples=60_000, batch_size=128, epochs=3):
     Raises:
         RuntimeError: the benchmark process failed (its output is included).
 
-    Example:
-        >>> len(time_strategies(examples=2048, epochs=2)["epochs"]["single device"])
+    Example (not run by the doctests: it trains for a minute):
+        >>> len(time_strategies(examples=2048, epochs=2)["epochs"]["single device"])  # doctest: +SKIP
         2
     """
     env = dict(os.environ, **setup_environment("tf_keras", dtensor=True), TF_CPP_MIN_LOG_LEVEL="2")
@@ -208,6 +208,15 @@ def markdown_report(notebook_times, strategy_times, examples, batch_size):
     Example:
         >>> print(markdown_report([("00_welcome", 4.0, "ok")],
         ...                       {"epochs": {"single device": [2.0, 2.2, 1.9]}, "outside the epochs": {}}, 60000, 128))
+        Measured ... on ..., ... CPU core(s), Python ..., TensorFlow ....
+        <BLANKLINE>
+        | chapter notebook | wall time (s) | status |
+        |---|---:|---|
+        | 00_welcome | 4.0 | ok |
+        | **total** | **4.0** | |
+        ...
+        | single device | 2.0 | 1.9-2.2 | 1.0x | (no fit) |
+        <BLANKLINE>
     """
     lines = [f"Measured {date.today().isoformat()} on {platform.machine()}, {os.cpu_count()} CPU core(s), "
              f"Python {platform.python_version()}, {_tensorflow_version()}."]

@@ -38,7 +38,10 @@ def private_ipc_address():
     (``ZMQError: Address already in use``).
 
     Example:
-        >>> KernelManager(kernel_name="python3", transport="ipc", ip=private_ipc_address())
+        >>> from jupyter_client import KernelManager
+        >>> manager = KernelManager(kernel_name="python3", transport="ipc", ip=private_ipc_address())
+        >>> Path(manager.ip).name, Path(manager.ip).parent.name.startswith("course-kernel-")
+        ('kernel', True)
     """
     return os.path.join(tempfile.mkdtemp(prefix="course-kernel-"), "kernel")
 
@@ -55,10 +58,10 @@ class KernelSession:
         ipc_dir: without a sandbox, an empty folder for the kernel's Unix sockets (default: a new private
             one, removed at the end; see :func:`private_ipc_address`).
 
-    Example:
-        >>> with KernelSession("/tmp/work", dict(os.environ)) as session:
+    Example (not run by the doctests: it starts a kernel; tests/test_notebook_runner.py does):
+        >>> with KernelSession("/tmp/work", dict(os.environ)) as session:  # doctest: +SKIP
         ...     cell = session.execute("print(6 * 7)")
-        >>> cell.outputs[0]["text"]
+        >>> cell.outputs[0]["text"]  # doctest: +SKIP
         '42\\n'
     """
 
@@ -304,8 +307,8 @@ def run_in_child(driver, payload, timeout, env=None, cell_timeout=None, sandbox=
         ``detail``, ``seconds``, and under ``report`` what the driver reported (empty after a time-out).
         With a sandbox, ``sandbox_gone`` says whether every process of the sandbox was seen to end.
 
-    Example:
-        >>> run_in_child("course_utils.tools.notebook_runner:run_notebook_cells",
+    Example (not run by the doctests: it runs chapter 0 in a kernel):
+        >>> run_in_child("course_utils.tools.notebook_runner:run_notebook_cells",  # doctest: +SKIP
         ...              {"notebook": "notebooks/00_welcome.ipynb"}, timeout=120)["report"]
         {'status': 'ok'}
     """

@@ -103,7 +103,7 @@ def stripped_exercise(module_name, class_name, chapter, exercise, *, shared=()):
     """
     import importlib
 
-    from course_utils.checkers.notebook_cells import CHAPTERS as NOTEBOOK_CELLS
+    from course_utils.checkers.core import notebook_cells
 
     module, _ = sandbox_copy(module_name)
     real = importlib.import_module(module.__name__) if shared else None
@@ -111,4 +111,4 @@ def stripped_exercise(module_name, class_name, chapter, exercise, *, shared=()):
         if hasattr(real, name):
             setattr(module, name, getattr(real, name))
     cls = getattr(module, class_name)
-    return cls(chapter, exercise, NOTEBOOK_CELLS[chapter]["exercises"][exercise])
+    return cls(chapter, exercise, notebook_cells()[chapter]["exercises"][exercise])

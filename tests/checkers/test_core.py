@@ -16,6 +16,36 @@ def test_registry_lists_every_chapter_with_max_points():
         assert {e.name: e.max_points for e in exercises(chapter)} == items
 
 
+def test_exercises_are_bound_to_the_names_the_notebook_checks_not_to_their_position():
+    from course_utils.checkers import ch1, core
+
+    named = ch1.CHAPTER.named
+    reordered = core.chapter(1, "Tensors and devices", {"q2": named["q2"], "q3": named["q3"], "q1": named["q1"]})
+    assert type(reordered.bind().q1) is named["q1"] and list(reordered.max_points()) == ["q2", "q3", "q1"]
+    with pytest.raises(TypeError, match=r'takes its exercises by name, as the notebook checks them: \{"q1": '):
+        core.chapter(1, "Tensors and devices", list(named.values()))
+    with pytest.raises(ValueError, match=r"declares the exercises \['q1', 'q2', 'q4'\], but its solution notebook "
+                                         r"checks \['q1', 'q2', 'q3'\]. Make them agree"):
+        core.chapter(1, "Tensors and devices", {"q1": named["q1"], "q2": named["q2"], "q4": named["q3"]})
+
+
+def test_a_package_without_its_notebook_cells_file_says_how_to_get_it(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import course_utils
+
+    copy = tmp_path / "course_utils"
+    shutil.copytree(Path(course_utils.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__", "tools"))
+    (copy / "checkers" / "notebook_cells.json").unlink()
+    done = subprocess.run([sys.executable, "-c", "from course_utils.checkers import exercises; exercises(1)"],
+                          env={"PYTHONPATH": str(tmp_path), "PATH": ""}, capture_output=True, text=True, cwd=tmp_path)
+    assert "FileNotFoundError: course_utils/checkers/notebook_cells.json is missing: in a clone of the course, run " \
+           "`python3 course.py build`" in done.stderr, done.stderr[-1500:]
+
+
 def test_exercises_unknown_chapter_says_which_exist():
     with pytest.raises(ValueError, match=r"chapters \[1, 2, 3, 4, 5, 6, .*\], not 10"):
         exercises(10)

@@ -37,6 +37,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from course_utils.notebook_setup import setup_source
 from course_utils.tools.checkout import course_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,3 +129,22 @@ def test_notebook_runs_alone_in_the_colab_like_environment(notebook, colab_pytho
             if outputs:
                 (Path(outputs) / notebook).parent.mkdir(parents=True, exist_ok=True)
                 nbformat.write(nb, Path(outputs) / notebook)
+
+
+def test_the_set_up_cells_install_has_the_checkers_data(colab_python, course_repository, tmp_path):
+    """The package the set-up cell installs on Colab (``pip install "course_utils @ git+..."``, a real install from
+    the snapshot of this working tree) ships ``notebook_cells.json``, which the checkers load."""
+    requirement = re.search(r'"(course_utils @ git\+[^"]+)"', setup_source("keras3", course_config(ROOT))).group(1)
+    python = runtime_python(tmp_path / "runtime", colab_python)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(course_repository)
+    install = subprocess.run([python, "-m", "pip", "install", "-q", requirement], env=env, cwd=tmp_path,
+                             capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr[-2000:]
+    code = ("from importlib import resources; import course_utils; from course_utils.checkers import exercises\n"
+            "print(course_utils.__file__, resources.files('course_utils.checkers').joinpath('notebook_cells.json')"
+            ".is_file(), exercises(3).q4.call)")
+    done = subprocess.run([python, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    installed, has_file, call = done.stdout.split()
+    assert installed.startswith(str(tmp_path / "runtime")) and (has_file, call) == ("True", "ex.q4.check(statements)")

@@ -21,7 +21,8 @@ from course_utils.tools.site.build import REPORTS, ROOT, build_site
 
 CHAPTERS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 EXERCISES = sorted(p.stem for p in (ROOT / "exercises").glob("*.ipynb"))
-PAGES = ["index", "instructors", "search", *(f"notebooks/{n}" for n in CHAPTERS),
+DOCS = sorted(f"docs/{p.stem}" for p in (ROOT / "docs").glob("*.md"))  # the pages of docs/, the instructors' among them
+PAGES = ["index", "search", *DOCS, *(f"notebooks/{n}" for n in CHAPTERS),
          *(f"exercises/{n}" for n in EXERCISES), *(f"slides/{n}.slides" for n in CHAPTERS)]
 # What a chapter's page must show from its run: a measured output, as the notebook prints it.
 KEY_OUTPUTS = {
@@ -97,6 +98,36 @@ def test_every_page_loads_with_its_images_and_links(page, site, name):
     for link in {urllib.parse.urldefrag(link)[0] for link in links if link.startswith(site)}:
         assert page.request.get(link).ok, f"{name}: broken link {link}"
     assert not problems, problems
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_every_link_of_a_docs_page_leads_to_a_page_heading_or_repository_file_that_exists(page, site, name):
+    """Links between pages reach the page and its heading; links to the repository's files (GitHub, which this
+    test cannot reach) name a file or folder of this checkout."""
+    visit(page, f"{site}{name}.html")
+    config = course_config(ROOT)
+    repository = re.compile(rf"https://github\.com/{re.escape(config['repository'])}/(?:blob|tree)/"
+                            rf"{re.escape(config['branch'])}/([^#]+)")
+    links = page.eval_on_selector_all("main a[href]", "links => links.map(a => a.href)")
+    for link in links:
+        url, fragment = urllib.parse.urldefrag(link)
+        if url.startswith(site):
+            response = page.request.get(url)
+            assert response.ok, f"{name}: broken link {link}"
+            assert not fragment or f'id="{fragment}"' in response.text(), f"{name}: {url} has no #{fragment}"
+        elif repository.match(url):
+            path = urllib.parse.unquote(repository.match(url).group(1))
+            assert (ROOT / path).exists(), f"{name}: {link} names {path}, which is not in the repository"
+    assert any(repository.match(link) for link in links) or name != "docs/contributing", "no repository link found"
+
+
+def test_the_instructors_page_has_the_sections_only_the_site_makes(page, site):
+    visit(page, f"{site}docs/instructors.html")
+    text = page.inner_text("main")
+    assert "The website's build makes this section" not in text and "run time, Colab-like" in text
+    slides = page.eval_on_selector_all("main a[href*='slides/']", "links => links.map(a => a.getAttribute('href'))")
+    assert slides == [f"../slides/{name}.slides.html" for name in CHAPTERS]
+    assert "A 3-hour workshop" in text and "Graded exercises" in text
 
 
 def test_the_front_page_lists_every_chapter_in_order(page, site):

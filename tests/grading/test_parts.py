@@ -1,5 +1,6 @@
 """The grader's parts on their own: the hand-out package, export and judging, reading a submission, the summary."""
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -21,22 +22,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_handout_package_has_no_solutions_and_no_judging_code(tmp_path):
     copy = handout_package(ROOT / "course_utils", tmp_path)
-    cells = (copy / "checkers" / "notebook_cells.py").read_text()
-    assert "'solution': ''" in cells and "ex.q1.check(" in cells
+    every = lambda package: [exercise for chapter in json.loads((package / "checkers" / "notebook_cells.json").read_text())[
+        "chapters"].values() for exercise in chapter["exercises"].values()]
+    assert {e["solution"] for e in every(copy)} == {""} and all(e["call"].startswith("ex.q") for e in every(copy))
+    assert all(e["solution"] for e in every(ROOT / "course_utils"))  # the package's own copy keeps them
     for module in sorted((copy / "checkers").glob("ch*.py")):
         tree = ast.parse(module.read_text())
         names = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
         assert not {n for n in names if n in ("grade", "judge") or n.startswith(("_grade", "_judge", "reference",
                                                                                   "_reference"))}, module.name
     code = ("from course_utils.checkers import exercises, registry\n"
-            "import course_utils.checkers.notebook_cells as cells\n"
-            "print(sum(len(exercises(n)) for n in registry()), cells.__file__)")
+            "from course_utils.checkers.core import notebook_cells\n"
+            "import course_utils\n"
+            "print(sum(len(exercises(n)) for n in registry()), course_utils.__file__,\n"
+            "      repr(notebook_cells()[1]['exercises']['q1']['solution']))")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(tmp_path)), timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     from course_utils.checkers import exercises, registry
     every_exercise = sum(len(exercises(n)) for n in registry())  # as the full package counts them
-    assert done.stdout.split() == [str(every_exercise), str(copy / "checkers" / "notebook_cells.py")]
+    assert done.stdout.split() == [str(every_exercise), str(copy / "__init__.py"), "''"]  # the copy's own data
 
 
 def test_export_writes_a_new_file_and_the_driver_judges_it(tmp_path, monkeypatch):

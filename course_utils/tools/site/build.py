@@ -1,12 +1,12 @@
 """Build the course's website: ``python3 course.py site [--solutions] [--grades CSV] [--out FOLDER]``.
 
 The pages are the notebooks as they are in the repository (copied into a staging folder beside the generated
-front page and instructors' page, :mod:`.pages`), rendered by Sphinx with MyST-NB, and a reveal.js slide deck
-per chapter (:mod:`.slides`). The chapters are executed first (:mod:`.execution`), each once, into a cache in
-``_site/cache``: a rebuild re-runs only the chapters whose code or helpers changed, and a cell that raises stops
-the build with the notebook and the cell named. ``--executed FOLDER`` takes the chapters the test run executed
-(``test-artifacts/executed``) where their code is the chapter's, and executes only the others. Exercises and
-solutions are pages to run, not run here.
+front page, :mod:`.pages`, and the pages of ``docs/``, :mod:`.markdown`), rendered by Sphinx with MyST-NB, and a
+reveal.js slide deck per chapter (:mod:`.slides`). The chapters are executed first (:mod:`.execution`), each once,
+into a cache in ``_site/cache``: a rebuild re-runs only the chapters whose code or helpers changed, and a cell that
+raises stops the build with the notebook and the cell named. ``--executed FOLDER`` takes the chapters the test run
+executed (``test-artifacts/executed``) where their code is the chapter's, and executes only the others. Exercises
+and solutions are pages to run, not run here.
 
 Example:
     python3 course.py site                 # _site/html/index.html
@@ -26,8 +26,10 @@ import nbformat
 
 from ..build import BADGE_ID, SETUP_ID
 from ..checkout import checkout_root, course_config
+from ..docs import PAGES
 from .execution import ExecutionError, execute, executed_copy
-from .pages import PageError, chapter_seconds, front_page, instructors_page
+from .markdown import docs_order, site_page
+from .pages import PageError, chapter_seconds, front_page, instructors_sections
 from .slides import build_slides
 from .vendor import MATHJAX, copy_files, npm_package
 
@@ -155,13 +157,19 @@ def build_site(out=None, solutions=False, executed=None, grades=None, root=ROOT)
             for path in sorted((root / folder).glob("*.ipynb")):
                 page = chapters[path.stem] if folder == "notebooks" else for_the_page(nbformat.read(path, 4))
                 nbformat.write(page, source / folder / path.name)
-        (source / "index.md").write_text(front_page(root, folders) + "\n", encoding="utf-8")
-        seconds, how, colab, colab_how = run_times(chapters, REPORTS / "colab.xml")
-        (source / "instructors.md").write_text(
-            instructors_page(root, seconds, how, colab, colab_how, grades) + "\n", encoding="utf-8")
+        docs, config = docs_order(root), course_config(root)
+        published = {*docs, *(p.relative_to(root).as_posix() for f in folders for p in (root / f).glob("*.ipynb"))}
+        sections = {f"{PAGES}/instructors.md": instructors_sections(
+            root, *run_times(chapters, REPORTS / "colab.xml"), grades=grades)}
+        (source / PAGES).mkdir()
+        for page in docs:
+            text = (root / page).read_text(encoding="utf-8")
+            (source / page).write_text(site_page(text, page, root, published, config, sections.get(page)),
+                                       encoding="utf-8")
+        (source / "index.md").write_text(
+            site_page(front_page(root, folders, docs), "README.md", root, published, config) + "\n", encoding="utf-8")
     except (ExecutionError, PageError) as err:
         raise SiteBuildError(str(err)) from None
-    config = course_config(root)
     settings = {"repository": config["repository"], "branch": config["branch"], "static": str(SITE / "static")}
     mathjax = npm_package(MATHJAX, SITE / "vendor")
     if mathjax:  # the formulas render offline; the slides use the same copy

@@ -1,4 +1,5 @@
-"""The website's own pages, written as Markdown from the repository: the front page and the instructors' page."""
+"""The website's own pages, written as Markdown from the repository: the front page and the sections of the instructors'
+page (``docs/instructors.md``) that only the site's build can make; the workshop plans the build writes there."""
 import csv
 import re
 import xml.etree.ElementTree as ElementTree
@@ -8,8 +9,9 @@ from pathlib import Path
 import nbformat
 
 from ..checkout import course_config
+from ...checkers import registry
 
-CHAPTER_ROW = re.compile(r"^\| (\d) \| `(\w+)` \| (.+) \|$", re.M)  # a row of the README's chapter table
+CHAPTER_ROW = re.compile(r"^\| (\d+) \| `(\w+)` \| (.+) \|$", re.M)  # a row of the README's chapter table
 
 
 class PageError(ValueError):
@@ -45,35 +47,44 @@ def notebook_minutes(path):
     return int(found.group(1))
 
 
-def front_page(root, folders):
+def front_page(root, folders, docs=()):
     """The Markdown of the front page: the README's introduction, the chapter table (each title a link, the
-    README's one-line summary), how to run the course, and the table of contents of every page."""
+    README's one-line summary), how to run the course, and the table of contents of every page (``docs``: the pages
+    of ``docs/``, in order). Its links are the repository's (:func:`.markdown.site_page` makes them the site's).
+
+    Raises:
+        PageError: a chapter has no row in the README's chapter table (:data:`CHAPTER_ROW`).
+    """
     readme = (root / "README.md").read_text(encoding="utf-8")
     intro = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
-    intro = re.sub(r" \(see \[[^]]+\]\(#[^)]+\)\)", "", intro)  # links to README sections the site lacks
     summaries = {name: summary for _, name, summary in CHAPTER_ROW.findall(readme)}
     rows = []
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         title = notebook_title(path)
-        summary = summaries.get(path.stem, "")
+        summary = summaries.get(path.stem)
+        if not summary:
+            raise PageError(f"notebooks/{path.name} has no row in README.md's chapter table; add one: "
+                            f"| {int(path.stem[:2])} | `{path.stem}` | what the chapter teaches |")
         rows.append(f"| [{title}](notebooks/{path.stem}.ipynb) | {notebook_minutes(path)} minutes | {summary} | "
                     f'<a href="slides/{path.stem}.slides.html">slides</a> |')
     exercises = "exercise notebooks (with the worked solutions)" if "solutions" in folders else "exercise notebooks"
     toctrees = [f"```{{toctree}}\n:hidden:\n:caption: {caption}\n:glob:\n\n{folder}/*\n```"
                 for folder, caption in (("notebooks", "Chapters"), ("exercises", "Exercises"),
                                         ("solutions", "Solutions")) if folder in folders]
-    toctrees.append("```{toctree}\n:hidden:\n:caption: Teaching\n\ninstructors\n```")
+    if docs:
+        toctrees.append("```{toctree}\n:hidden:\n:caption: About the course\n\n" + "\n".join(
+            page.removesuffix(".md") for page in docs) + "\n```")
     config = course_config(root)
     return "\n\n".join([
         "# Distributed training with TensorFlow, from tensors to DTensor", intro,
         "## The chapters",
         "| Chapter | Time | What you learn | Workshop |\n|---|---|---|---|\n" + "\n".join(rows),
-        f"Chapters 1–9 each have {exercises} in the sidebar: run them, and the checkers give instant feedback. "
-        "Each page shows a chapter with the outputs of a real run on a CPU machine (when and where: see the "
-        "[page for instructors](instructors.md)): the pictures, tables and measured numbers; yours will differ a "
-        "little. The interactive explorers need a running notebook: a page shows their first state, and they "
-        "react to their controls once you run the notebook.",
-        "Teaching it? The page [for instructors](instructors.md) has workshop plans, run times and the slides.",
+        f"Chapters {number_span(registry())} each have {exercises} in the sidebar: run them, and the checkers give "
+        "instant feedback. Each page shows a chapter with the outputs of a real run on a CPU machine (when and "
+        "where: see the [page for instructors](docs/instructors.md#how-long-each-chapter-runs)): the pictures, "
+        "tables and measured numbers; yours will differ a little. The interactive explorers need a running "
+        "notebook: a page shows their first state, and they react to their controls once you run the notebook.",
+        "Teaching it? The page [for instructors](docs/instructors.md) has workshop plans, run times and the slides.",
         "## Run it",
         "**On Colab:** the rocket button at the top of each page opens that notebook on Colab; its first cell "
         "installs what Colab lacks. **On your machine**, with Python 3.11:\n\n"
@@ -122,10 +133,26 @@ FULL_DAY = [("notebooks", 0), ("notebooks", 1), ("exercises", 1), ("notebooks", 
             ("notebooks", 5), ("exercises", 5)]
 
 
+def number_span(numbers):
+    """Whole numbers in words, runs written as ranges.
+
+    Example:
+        >>> number_span([1, 2, 3, 4, 6, 8, 9])
+        '1–4, 6, 8 and 9'
+    """
+    runs = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    words = [word for a, b in runs for word in ([f"{a}–{b}"] if b > a + 1 else map(str, range(a, b + 1)))]
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else words[0]
+
+
 def numbers(plan):
-    """The chapters of a plan in words: "0, 1, 2, 4 and 5"."""
-    chapters = sorted({what for folder, what in plan if folder == "notebooks"})
-    return ", ".join(map(str, chapters[:-1])) + f" and {chapters[-1]}"
+    """The chapters of a plan in words: "0–2, 4 and 5"."""
+    return number_span({what for folder, what in plan if folder == "notebooks"})
 
 
 def workshop_plan(root, items, start):
@@ -155,10 +182,29 @@ def run_time_rows(root, seconds, colab):
             f"{shown(colab, path.stem)} |" for path in sorted((root / "notebooks").glob("*.ipynb"))]
 
 
-def instructors_page(root, seconds, how, colab=None, colab_how="", grades=None):
-    """The instructors' page: two workshop plans made from the notebooks' stated times, each chapter's run time
-    (``seconds``: ``{chapter: seconds}``, measured as the sentence ``how`` says; ``colab``: the same from the
-    Colab-like test run, ``colab_how``), and the hardest exercises (from ``grades``, a grader's table)."""
+def workshop_plans(root):
+    """The Markdown of the two workshop plans (:data:`THREE_HOURS`, :data:`FULL_DAY`), each item given the minutes
+    its notebook states: the build writes it into the instructors' page (``docs/instructors.md``)."""
+    short, short_minutes = workshop_plan(root, THREE_HOURS, "9:00")
+    day, day_minutes = workshop_plan(root, FULL_DAY, "9:00")
+    return "\n\n".join([
+        f"### A 3-hour workshop ({short_minutes} minutes)",
+        f"Chapters {numbers(THREE_HOURS)} shown from their slides and run live; the exercises are homework, "
+        "graded afterwards with `python3 course.py grade`.", short,
+        f"### A full day ({day_minutes // 60} h {day_minutes % 60:02d} min)",
+        f"Chapters {numbers(FULL_DAY)}, each followed by its exercises (if it has some); the others are for "
+        "self-study.", day])
+
+
+def instructors_sections(root, seconds, how, colab=None, colab_how="", grades=None):
+    """The sections of the instructors' page that only the website's build can make (``<!-- site: NAME -->`` in
+    ``docs/instructors.md``): ``{"slides": ..., "run-times": ..., "hardest-exercises": ...}``, from each chapter's
+    run time (``seconds``: ``{chapter: seconds}``, measured as the sentence ``how`` says; ``colab``: the same from
+    the Colab-like test run, ``colab_how``) and a grader's table (``grades``) for the hardest exercises.
+
+    Raises:
+        PageError: ``grades`` is not a grades table (:func:`hardest_exercises`).
+    """
     if grades:
         hard = hardest_exercises(grades)
         hardest = ("From the grades of your class (`" + Path(grades).name + "`), the exercises with the lowest mean "
@@ -169,25 +215,12 @@ def instructors_page(root, seconds, how, colab=None, colab_how="", grades=None):
                    "with `python3 course.py grade SUBMISSIONS/` (it writes `grades.csv` and prints a summary per "
                    "exercise), then rebuild with `python3 course.py site --grades SUBMISSIONS/grades.csv`: this "
                    "section then lists the exercises your learners found hardest.")
-    short, short_minutes = workshop_plan(root, THREE_HOURS, "9:00")
-    day, day_minutes = workshop_plan(root, FULL_DAY, "9:00")
-    slides = ", ".join(f'<a href="slides/{path.stem}.slides.html">{path.stem[:2]}</a>'
+    slides = ", ".join(f'<a href="../slides/{path.stem}.slides.html">{path.stem[:2]}</a>'
                        for path in sorted((root / "notebooks").glob("*.ipynb")))
-    return "\n\n".join([
-        "# For instructors",
-        "Two plans for teaching the course live, the slides of each chapter, how long each chapter takes to run, "
-        "and where learners struggle. The plans add up the times the notebooks state (reading and doing, not "
-        "running); learners run the notebooks themselves, on Colab (the rocket button of each page) or with "
-        "`python3 course.py lab` on their laptops.",
-        f"## A 3-hour workshop ({short_minutes} minutes)",
-        f"Chapters {numbers(THREE_HOURS)} shown from their slides and run live; the exercises are homework, "
-        "graded afterwards with `python3 course.py grade`.", short,
-        f"## A full day ({day_minutes // 60} h {day_minutes % 60:02d} min)",
-        f"Chapters {numbers(FULL_DAY)}, each followed by its exercises (if it has some); the others are for "
-        "self-study.", day,
-        f"**Slides**, one deck per chapter (arrows right/left between sections, down/up within one): {slides}.",
-        "## How long each chapter runs",
-        how + (" " + colab_how if colab else "") + " A Colab free runtime has 2 cores.",
-        "| chapter | stated time | run time | run time, Colab-like |\n|---|---|---|---|\n"
-        + "\n".join(run_time_rows(root, seconds, colab or {})),
-        "## The hardest exercises", hardest])
+    return {
+        "slides": f"One deck per chapter (arrows right/left between sections, down/up within one): {slides}.",
+        "run-times": "\n\n".join([
+            how + (" " + colab_how if colab else "") + " A Colab free runtime has 2 cores.",
+            "| chapter | stated time | run time | run time, Colab-like |\n|---|---|---|---|\n"
+            + "\n".join(run_time_rows(root, seconds, colab or {}))]),
+        "hardest-exercises": hardest}

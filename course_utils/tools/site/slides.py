@@ -27,6 +27,8 @@ def mark_slides(nb):
         ``nb`` (changed in place).
 
     Example:
+        >>> from course_utils.tools.checkout import checkout_root
+        >>> chapter = nbformat.read(checkout_root() / "notebooks" / "04_meshes_and_layouts.ipynb", as_version=4)
         >>> [c.metadata["slideshow"]["slide_type"] for c in mark_slides(chapter).cells][:3]
         ['skip', 'skip', 'slide']
     """

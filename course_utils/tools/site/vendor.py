@@ -14,8 +14,8 @@ def npm_package(spec, cache, echo=print):
     """The unpacked npm package ``spec`` (``"name@version"``) in the folder ``cache``, fetched with ``npm pack``
     the first time; None where npm cannot fetch it (no npm, or no network), after saying so with ``echo``.
 
-    Example:
-        >>> (npm_package("reveal.js@4.6.1", "_site/vendor") / "dist" / "reveal.js").is_file()
+    Example (not run by the doctests: it fetches the package with npm):
+        >>> (npm_package("reveal.js@4.6.1", "_site/vendor") / "dist" / "reveal.js").is_file()  # doctest: +SKIP
         True
     """
     target = Path(cache) / spec.replace("/", "_")

@@ -1,0 +1,373 @@
+"""Chapter 12 · Practice at scale: the exercises' graders and hints.
+
+Exercise 1 predicts what a tf.data service of three workers delivers to two trainers. Exercise 2's answer is code:
+the checker starts a tf.data service of its own in the learner's kernel (a dispatcher and workers as in-process
+servers, the way TensorFlow's own tests run them), calls the learner's function once per trainer on its own examples,
+reads all the trainers' datasets side by side, and judges what each received. Exercise 3's answer is code too: the
+checker calls it on gradient sizes of its own and compares with TensorFlow's packing rule.
+"""
+import random
+import threading
+
+from .answers import as_int, grade_items, quiet_tensorflow, short_error
+from .core import Exercise, Feedback, chapter
+
+# Exercise 1: three service workers, two trainers; how many times each example is delivered in all, per way to read.
+PREDICT_WORKERS, PREDICT_TRAINERS = 3, 2
+CASES = ("parallel_epochs, a job per trainer", "parallel_epochs, one shared job",
+         "distributed_epoch, a job per trainer", "distributed_epoch, one shared job")
+CHAPTER_COUNTS = {CASES[0]: 4, CASES[1]: 2, CASES[2]: 2, CASES[3]: 1}  # the chapter's run: 2 workers, 2 trainers
+
+
+def _reference_deliveries(workers=PREDICT_WORKERS, trainers=PREDICT_TRAINERS):
+    """Exercise 1's answer: how many times each example is delivered in all, over every trainer, in one epoch."""
+    return {CASES[0]: workers * trainers, CASES[1]: workers, CASES[2]: trainers, CASES[3]: 1}
+
+
+class WhatThreeWorkersDeliver(Exercise):
+    title = "What three service workers deliver"
+    points = 3
+    hints = (
+        "The chapter's service had 2 workers and 2 trainers, so each of its 2s could come from either. Which of the "
+        "two numbers does the processing mode multiply by, and which does the job?",
+        "parallel_epochs: every service worker produces the whole dataset (once per worker). distributed_epoch: the "
+        "dispatcher hands each element to one worker (once in all). A job per trainer: every trainer receives all its "
+        "job makes. One shared job: the trainers split what the one job makes.",
+    )
+
+    def grade(self, deliveries):
+        """3 points for the 4 cases right, 2 for 3, 1 for 2; a wrong case is explained by what the number suggests."""
+        expected = _reference_deliveries()
+        swapped = _reference_deliveries(PREDICT_TRAINERS, PREDICT_WORKERS)
+
+        def explain(case, given, raw):
+            if given is None:
+                return f"{raw!r} is not a whole number of times.", ""
+            if given == CHAPTER_COUNTS[case] and given != expected[case]:
+                return ("that is the chapter's count, with 2 service workers and 2 trainers; here there are "
+                        f"{PREDICT_WORKERS} workers and {PREDICT_TRAINERS} trainers."), f"It is {expected[case]}."
+            if given == swapped[case]:
+                return ("you multiplied by the trainers where the service workers count, or the other way "
+                        "round."), f"It is {expected[case]}."
+            return f"{given} is not what this case delivers.", f"It is {expected[case]}."
+
+        fb = Feedback()
+        grade_items(fb, deliveries, expected, explain, as_int, "each a whole number of times")
+        right = fb.points
+        fb.points = {4: 3, 3: 2, 2: 1}.get(right, 0)
+        return fb
+
+
+# Exercise 2: the learner's trainer_dataset(examples, service, batch_size), called once per trainer by the checker on
+# a service of its own. Two runs, each (service workers, examples, batch size), with TRAINERS trainers; every run's
+# examples leave out at most TRAINERS x batch_size, well under a tenth, with either right fix.
+TRAINERS = 3
+NOTEBOOK_RUNS = ((3, 96, 8), (2, 72, 6))
+GRADER_RUNS = ((3, 96, 8), (2, 72, 6), (3, 84, 7), (2, 80, 5), (3, 75, 5), (2, 100, 10))
+READ_AT_MOST = 2  # the checker stops reading once the trainers received this many times the examples
+READ_SECONDS = 60  # and gives up after this long (a pipeline whose trainers wait for each other forever)
+
+
+def service_runs(seed):
+    """The (service workers, examples, batch size) of the two runs exercise 2's checker makes.
+
+    Example:
+        >>> service_runs(0)
+        ((3, 96, 8), (2, 72, 6))
+    """
+    if seed == 0:
+        return NOTEBOOK_RUNS
+    first, second = random.Random(seed).sample(GRADER_RUNS, 2)
+    return first, second
+
+
+def _start_service(workers):
+    """A dispatcher and ``workers`` workers as servers of this process, on ports the system picks."""
+    import tensorflow as tf
+
+    service = tf.data.experimental.service
+    dispatcher = service.DispatchServer(service.DispatcherConfig(port=0))
+    address = dispatcher.target.split("://")[1]
+    return dispatcher, [service.WorkerServer(service.WorkerConfig(dispatcher_address=address, port=0,
+                                                                  heartbeat_interval_ms=100))
+                        for _ in range(workers)]
+
+
+def _read_side_by_side(datasets, examples):
+    """Read the trainers' datasets in turn, one element each, until all are done or they received READ_AT_MOST x
+    ``examples`` in all. Returns [[batch as a list of ints, ...] per trainer], "more" (stopped at the limit)."""
+    iterators, batches, received = [iter(dataset) for dataset in datasets], [[] for _ in datasets], 0
+    live = list(range(len(datasets)))
+    while live:
+        for trainer in list(live):
+            try:
+                element = next(iterators[trainer])
+            except StopIteration:
+                live.remove(trainer)
+                continue
+            values = element.numpy().reshape(-1).tolist() if hasattr(element, "numpy") else None
+            if values is None or element.shape.rank != 1:
+                raise TypeError(f"a trainer received {element!r}: each element must be a batch of ids, a 1-D tensor")
+            batches[trainer].append([int(v) for v in values])
+            received += len(values)
+            if received >= READ_AT_MOST * examples:
+                return batches, True
+    return batches, False
+
+
+def _run_trainers(trainer_dataset, workers, examples, batch_size):
+    """One run: a service of ``workers`` workers, TRAINERS datasets from the learner's function, read side by side.
+    One of {"raised": error, "when": "called" | "read"}, {"type": what it returned}, {"timed out": seconds}, or
+    {"batches": per trainer, "more": bool}."""
+    import tensorflow as tf
+
+    dispatcher, servers = _start_service(workers)
+    result = {}
+    try:
+        datasets = []
+        for _ in range(TRAINERS):
+            try:
+                dataset = trainer_dataset(tf.data.Dataset.range(examples), dispatcher.target, batch_size)
+            except Exception as err:
+                return {"raised": short_error(err), "when": "called"}
+            if not isinstance(dataset, tf.data.Dataset):
+                return {"type": type(dataset).__name__}
+            datasets.append(dataset)
+
+        def read():
+            try:
+                batches, more = _read_side_by_side(datasets, examples)
+                result.update(batches=batches, more=more)
+            except Exception as err:
+                result.update(raised=short_error(err), when="read")
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(READ_SECONDS)
+        if reader.is_alive():
+            return {"timed out": READ_SECONDS}
+        return result
+    finally:
+        for server in [*servers, dispatcher]:
+            server._stop()  # private, as in TensorFlow's tests: frees the ports at once
+
+
+def _judge_run(run, workers, examples, batch_size):
+    """What went wrong in one run, as (points out of 4, [(text, answer)]); (4, []) when all is right."""
+    if "raised" in run:
+        verb = "raised" if run["when"] == "called" else "gave datasets whose reading raised"
+        return 0, [(f"trainer_dataset {verb} {run['raised']}", "")]
+    if "type" in run:
+        return 0, [(f"trainer_dataset returned a {run['type']}; return the tf.data.Dataset one trainer reads.", "")]
+    if "timed out" in run:
+        return 0, [(f"the trainers still waited for batches after {run['timed out']} s: a coordinated read "
+                    f"(consumer_index/num_consumers) waits for every consumer, and needs a dataset that repeats.",
+                    "Read one shared job first come, first served: give every trainer the same job_name.")]
+    batches = run["batches"]
+    counts = [0] * examples
+    foreign = 0
+    for trainer in batches:
+        for batch in trainer:
+            for value in batch:
+                if 0 <= value < examples:
+                    counts[value] += 1
+                else:
+                    foreign += 1
+    problems, points = [], 4
+    twice = sum(count > 1 for count in counts)
+    if foreign:
+        return 0, [(f"the trainers received {foreign} values that are not ids of the examples: pass the examples "
+                    f"through (batch them), without changing them.", "")]
+    if twice or run["more"]:
+        points -= 2
+        alone = [[v for batch in trainer for v in batch] for trainer in batches]
+        if all(len(ids) == len(set(ids)) for ids in alone):  # no trainer got an example twice: they overlap
+            problems.append(("the trainers received the same examples, none of them one twice: each trainer "
+                             "read a whole epoch, from a job of its own.",
+                             "Give the three trainers one job: distribute(..., job_name=\"train\") (any fixed name)."))
+        else:
+            problems.append((f"{twice} of the {examples} examples were delivered more than once: with "
+                             f"{workers} service workers, each one produced the whole dataset.",
+                             "parallel_epochs does that; distributed_epoch hands each example to one worker."))
+    sizes = sorted({len(batch) for trainer in batches for batch in trainer})
+    short = sum(len(batch) < batch_size for trainer in batches for batch in trainer)
+    if sizes and sizes != [batch_size]:
+        points -= 1
+        if short and max(sizes) == batch_size:
+            problems.append((f"{short} batch(es) were shorter than batch_size={batch_size}: each service worker "
+                             f"batches the examples it was given, and its last batch is short.",
+                             "Batch with drop_remainder=True, on the service or on each trainer after distribute."))
+        else:
+            problems.append((f"the batches held {sizes} examples, not batch_size={batch_size}: use the argument, "
+                             f"not a number of your own.", ""))
+    delivered = sum(count > 0 for count in counts)
+    left_out = examples - delivered
+    if not twice and not run["more"] and left_out >= TRAINERS * batch_size:
+        points -= 1
+        problems.append((f"only {delivered} of the {examples} examples reached a trainer: {left_out} were left out, "
+                         f"more than {TRAINERS} x batch_size.", ""))
+    return max(points, 0), problems
+
+
+class FeedThreeTrainers(Exercise):
+    title = "Feed three trainers full batches"
+    points = 4
+    hints = (
+        "Three questions: which processing mode produces each example once? What makes the three trainers split one "
+        "epoch rather than each read its own? And where do short batches come from, and what removes them?",
+        "examples.batch(batch_size, drop_remainder=True) before distribute(\"distributed_epoch\", service, "
+        "job_name=...) with the same job_name for every trainer. Each service worker batches its own splits, so "
+        "without drop_remainder its last batch is short; dropping it leaves out fewer than batch_size per worker.",
+        "def trainer_dataset(examples, service, batch_size):\n"
+        "    batches = examples.batch(batch_size, drop_remainder=True)\n"
+        "    return batches.apply(tf.data.experimental.service.distribute(\"distributed_epoch\", service, "
+        "job_name=\"train\"))",
+    )
+
+    def collect(self, trainer_dataset, seed=0):
+        """Runs the learner's function on the checker's services (:func:`service_runs`): {"not callable": type name},
+        or {"runs": [what _run_trainers found, per run]}."""
+        if not callable(trainer_dataset):
+            return {"not callable": type(trainer_dataset).__name__}
+        with quiet_tensorflow():
+            return {"runs": [_run_trainers(trainer_dataset, *run) for run in service_runs(seed)]}
+
+    def judge(self, data, seed=0):
+        """The run that went worst decides: 2 points for no example twice, 1 for full batches of batch_size, 1 for
+        leaving out fewer than TRAINERS x batch_size."""
+        fb = Feedback()
+        if "not callable" in data:
+            fb.wrong(f"trainer_dataset should be a function (examples, service, batch_size) -> tf.data.Dataset; got a "
+                     f"{data['not callable']}. Pass the function itself.")
+            return fb
+        runs = service_runs(seed)
+        judged = [_judge_run(run, *config) for run, config in zip(data["runs"], runs)]
+        worst = min(range(len(judged)), key=lambda i: judged[i][0])
+        points, problems = judged[worst]
+        workers, examples, batch_size = runs[worst]
+        if not problems:
+            fb.right(f"{TRAINERS} trainers on services of {runs[0][0]} and {runs[1][0]} workers: full batches only, no "
+                     f"example twice, and all but a few examples delivered", points=4)
+            return fb
+        fb.note(f"With {workers} service workers, {TRAINERS} trainers, {examples} examples and batch_size={batch_size}:")
+        for text, answer in problems:
+            fb.wrong(text, answer=answer)
+        fb.points = points
+        return fb
+
+
+# Exercise 3: the learner's pack_sizes(gradient_floats, bytes_per_pack), called on cases of the checker's.
+NOTEBOOK_PACK_CASES = (
+    ([864, 32, 18432, 64, 65536, 128, 1280, 10], 0),        # a small CNN: one pack
+    ([864, 32, 18432, 64, 65536, 128, 1280, 10], 8192),
+    ([864, 32, 18432, 64, 65536, 128, 1280, 10], 5160),     # bias + kernel of the last layer: exactly 5,160 bytes
+    ([200704, 256, 65536, 256, 2560, 10], 1),              # every gradient alone
+    ([200704, 256, 65536, 256, 2560, 10], 300000),
+)
+
+
+def pack_cases(seed):
+    """The (gradient sizes in floats, bytes_per_pack) cases exercise 3's checker calls the learner's function on.
+
+    Example:
+        >>> len(pack_cases(0))
+        5
+    """
+    if seed == 0:
+        return NOTEBOOK_PACK_CASES
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(5):
+        layers = [rng.choice([16, 32, 64, 100, 128, 256]) for _ in range(rng.randint(2, 4))]
+        sizes, width = [], rng.choice([10, 20, 784])
+        for units in layers + [10]:
+            sizes += [width * units, units]
+            width = units
+        total = 4 * sum(sizes)
+        cases.append((sizes, rng.choice([0, 4 * (sizes[-1] + sizes[-2]), rng.randint(1, total // 2), total])))
+    return tuple(cases)
+
+
+def _reference_packs(sizes, bytes_per_pack):
+    """TensorFlow's rule (cross_device_ops.CollectiveAllReduce._all_reduce, cross_device_utils.group_by_size): the
+    gradients reversed, a new pack once the current one holds more than bytes_per_pack bytes (float32: 4 each); the
+    floats of each pack, in the order the all-reduces run."""
+    if bytes_per_pack == 0:
+        return [sum(sizes)]
+    packs, last = [], 0
+    for floats in reversed(sizes):
+        if not packs or last > bytes_per_pack:
+            packs.append(0)
+            last = 0
+        packs[-1] += floats
+        last += 4 * floats
+    return packs
+
+
+def _judge_packs_mistake(sizes, bytes_per_pack, given):
+    """What a wrong answer to one case suggests, as (text, answer)."""
+    right = _reference_packs(sizes, bytes_per_pack)
+    forward = _reference_packs(list(reversed(sizes)), bytes_per_pack)
+    if given == list(reversed(right)):
+        return ("the packs are right but in the wrong order: list them in the order the all-reduces run.",
+                "TensorFlow packs (and runs) the reversed list: the last layer's gradients first.")
+    if given == forward or given == list(reversed(forward)):
+        return ("the packs are cut in the model's order.", "TensorFlow reverses the gradients before it packs them.")
+    if isinstance(given, list) and sum(given) == 4 * sum(sizes):
+        return ("the sizes are in bytes; give them in floats (4 bytes each).", "")
+    if bytes_per_pack == 0:
+        return ("bytes_per_pack=0 is a special case.", "0 means one pack: all gradients in one all-reduce.")
+    if isinstance(given, list) and sum(given) == sum(sizes):
+        return ("every float is in a pack, but the packs are cut elsewhere: a pack is closed once it holds MORE than "
+                "bytes_per_pack bytes (not as much).", f"Here the packs are {right}.")
+    return ("the packs do not add up to the gradients' floats.", f"Here the packs are {right}.")
+
+
+class PackTheGradients(Exercise):
+    title = "Pack a model's gradients"
+    points = 3
+    hints = (
+        "The chapter's cell printed TensorFlow's two lines that decide: in which order it takes the gradients, and "
+        "when it starts a new pack. Gradients are float32: 4 bytes per float.",
+        "Reverse the list; put the first gradient into a new pack; before each further gradient, start a new pack if "
+        "the current one holds more than bytes_per_pack bytes; bytes_per_pack=0 is one pack of everything.",
+    )
+
+    def collect(self, pack_sizes, seed=0):
+        """Calls the learner's function on :func:`pack_cases`: {"not callable": type name} or {"results": [a list of
+        ints, or {"raised": error} / {"gave": type name}, per case]}."""
+        if not callable(pack_sizes):
+            return {"not callable": type(pack_sizes).__name__}
+        results = []
+        for sizes, bytes_per_pack in pack_cases(seed):
+            try:
+                given = pack_sizes(list(sizes), bytes_per_pack)
+                as_ints = [as_int(value) for value in given]
+                results.append(as_ints if None not in as_ints else {"gave": type(given).__name__})
+            except Exception as err:
+                results.append({"raised": short_error(err)})
+        return {"results": results}
+
+    def judge(self, data, seed=0):
+        """3 points when every case is right; else the first wrong case, explained."""
+        fb = Feedback()
+        if "not callable" in data:
+            fb.wrong(f"pack_sizes should be a function (gradient sizes, bytes_per_pack) -> list of floats per "
+                     f"all-reduce; got a {data['not callable']}.")
+            return fb
+        cases = pack_cases(seed)
+        for (sizes, bytes_per_pack), given in zip(cases, data["results"]):
+            if isinstance(given, dict):
+                fb.wrong(f"pack_sizes({sizes}, {bytes_per_pack}) " + (f"raised {given['raised']}" if "raised" in given
+                         else f"returned a {given['gave']}, not a list of whole numbers"))
+                return fb
+            if given != _reference_packs(sizes, bytes_per_pack):
+                text, answer = _judge_packs_mistake(sizes, bytes_per_pack, given)
+                fb.wrong(f"pack_sizes({sizes}, {bytes_per_pack}) gave {given}: {text}", answer=answer)
+                return fb
+        fb.right(f"all {len(cases)} models and pack sizes packed as TensorFlow packs them", points=3)
+        return fb
+
+
+CHAPTER = chapter(12, "Practice at scale", {
+    "q1": WhatThreeWorkersDeliver, "q2": FeedThreeTrainers, "q3": PackTheGradients})
