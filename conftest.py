@@ -51,6 +51,8 @@ def pytest_addoption(parser):
     parser.addoption("--chromium", help="the Chromium to drive JupyterLab with (default: chromium on PATH)")
     parser.addoption("--executed-notebooks", help="a folder to write each notebook nbval ran, with its outputs, "
                                                   "when all its cells passed (the website is built from them)")
+    parser.addoption("--colab-outputs", help="a folder to write each notebook the Colab-like environment ran, with "
+                                             "its outputs (a failed one up to its failing cell)")
 
 
 _NBVAL_CELLS = {}  # notebook path: {code cell number: (its outputs or None where it failed, seconds)}

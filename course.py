@@ -2,8 +2,9 @@
 
 Each creates ``.venv`` next to this file on first use, installs ``requirements.txt`` into it (again
 only when that file changes), then runs. ``test`` also keeps ``.venv-colab``, Colab's package set
-(``requirements-colab.txt``), for the Colab-like test environment. Only the Python standard library
-is used here, so a fresh Python 3.11 is all it needs.
+(``requirements-colab.txt``) on Colab's Python (3.13, unpacked from Debian into ``.python-colab``: see
+course_utils/tools/colab_python.py), for the Colab-like test environment. Only the Python standard
+library is used here, so a fresh Python 3.11 is all it needs.
 """
 import argparse
 import hashlib
@@ -19,12 +20,19 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from course_utils.tools import colab_python
+
 ROOT = Path(__file__).resolve().parent
 REPORTS = ROOT / "test-artifacts"  # each environment's JUnit report, <env>.xml, read for its time table
 EXECUTED = "executed"  # the folder of REPORTS where main's nbval leaves the chapters it ran, with their outputs
+COLAB_OUTPUTS = "colab-outputs"  # the folder of REPORTS where colab leaves every notebook as it ran (failed ones too)
 BROWSER_ENVS = ("browser", "site")  # the environments that drive Chromium
 VENVS = {"main": (".venv", "requirements.txt"), "colab": (".venv-colab", "requirements-colab.txt")}
 STAMP = ".requirements.sha256"
+COLAB_PYTHON = ".python-colab"  # where Colab's Python is unpacked, for .venv-colab (git-ignored)
+BASE = ".base-python"  # in .venv-colab: the Python it was made from; another one (or none) makes it again
+REQUIRE_COLAB_PYTHON = "COURSE_REQUIRE_COLAB_PYTHON"  # set (as CI does): no Colab's Python is an error, not a fallback
+NOTES = {}  # environment: a line for the test summary (the Colab-like one's fallback to this Python)
 LANES = (("main", "site"), ("colab", "browser"))  # environments run side by side, one lane each, in this order
 INTERRUPTED = (2, -2)  # pytest's exit status when interrupted (Ctrl-C), or killed by SIGINT
 TEST_USAGE = """usage: python3 course.py test [--env main|colab|browser|site] [--chapter N] [--skip-browser]
@@ -72,7 +80,9 @@ def ensure_environment(name):
     """Create the virtual environment ``name`` and install its requirements if they changed."""
     folder, requirements_name = VENVS[name]
     python, requirements = python_of(name), ROOT / requirements_name
-    if not python.exists():
+    if name == "colab":
+        make_colab_venv(colab_base_python())
+    elif not python.exists():
         print(f"Creating the virtual environment {folder} ...")
         venv.EnvBuilder(with_pip=True).create(ROOT / folder)
     stamp, digest = ROOT / folder / STAMP, requirements_digest(requirements)
@@ -83,17 +93,54 @@ def ensure_environment(name):
     result = subprocess.run([python, "-m", "pip", "install", "--quiet", "-r", requirements],
                             cwd=ROOT, capture_output=True, text=True)
     if result.returncode:
-        sys.exit(install_failure(result.stderr, requirements_name, folder))
+        version = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
+                                 capture_output=True, text=True).stdout.strip()
+        sys.exit(install_failure(result.stderr, requirements_name, folder, version))
     stamp.write_text(digest)
     return python
 
 
-def install_failure(pip_errors, requirements_name, folder):
-    """The message for a failed install: the packages pip could not find, else pip's own errors."""
+def colab_base_python():
+    """The Python that .venv-colab is made from: Colab's (see colab_python), else this one.
+
+    Falling back says so, and keeps the line for the test summary in NOTES; with COURSE_REQUIRE_COLAB_PYTHON
+    set, it exits instead.
+    """
+    try:
+        return colab_python.colab_python(ROOT / COLAB_PYTHON, pip_python=python_of("main"))
+    except colab_python.Unavailable as err:
+        if os.environ.get(REQUIRE_COLAB_PYTHON):
+            sys.exit(f"The Colab-like environment needs Python {colab_python.VERSION} ({REQUIRE_COLAB_PYTHON} is set), "
+                     f"but none could be had: {err}")
+        NOTES["colab"] = (f"on Python {sys.version_info[0]}.{sys.version_info[1]}, not Colab's {colab_python.VERSION}, "
+                          f"which could not be had: {err}")
+        print(f"Note: the Colab-like environment runs {NOTES['colab']}")
+        return Path(sys.executable)
+
+
+def make_colab_venv(base):
+    """Make .venv-colab from the Python ``base``, unless it was made from that very build (BASE says which)."""
+    folder = ROOT / VENVS["colab"][0]
+    version = subprocess.run([base, "-c", "import sys; print(sys.version)"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    identity = f"{Path(base).resolve()}\n{version}\n"
+    if python_of("colab").exists() and (folder / BASE).exists() and (folder / BASE).read_text() == identity:
+        return
+    print(f"Creating the virtual environment {folder.name} on Python {version.split()[0]} ...")
+    if folder.is_symlink():
+        folder.unlink()  # a link to another clone's environment: never rebuild that one
+    shutil.rmtree(folder, ignore_errors=True)
+    colab_python.make_venv(base, folder)
+    (folder / BASE).write_text(identity)
+
+
+def install_failure(pip_errors, requirements_name, folder, python_version):
+    """The message for a failed install into ``folder`` (on Python ``python_version``, e.g. "3.13"): the packages
+    pip could not find, else pip's own errors."""
     missing = re.findall(r"No matching distribution found for (\S+)", pip_errors)
     if missing:
         return (f"Could not install {', '.join(missing)} from {requirements_name} into {folder}: pip found no "
-                f"such version for Python {sys.version_info[0]}.{sys.version_info[1]} on this platform, or could "
+                f"such version for Python {python_version} on this platform, or could "
                 f"not reach the package registry. Check the version against its source (see the comments in "
                 f"{requirements_name}), or your network.")
     lines = pip_errors.splitlines()
@@ -137,7 +184,8 @@ def test_runs(pytest_args, chapters=()):
                             f"--executed-notebooks={REPORTS / EXECUTED}", *pytest_args]),
         # load: the Colab-like tests are one file with a test per notebook, spread over the workers
         "colab": (["main", "colab"], [*own_files("colab"), *workers, "--dist", "load",
-                                      f"--colab-python={python_of('colab')}", *pytest_args]),
+                                      f"--colab-python={python_of('colab')}",
+                                      f"--colab-outputs={REPORTS / COLAB_OUTPUTS}", *pytest_args]),
         "browser": (["main"], [*own_files("browser"), *pytest_args]),
         "site": (["main"], [*own_files("site"), *pytest_args]),
     }
@@ -185,6 +233,8 @@ def run_environment(env, python, args, log=None):
         stale.unlink(missing_ok=True)
     if env == "main":
         shutil.rmtree(REPORTS / EXECUTED, ignore_errors=True)  # the site must not render chapters of an earlier run
+    if env == "colab":
+        shutil.rmtree(REPORTS / COLAB_OUTPUTS, ignore_errors=True)  # nor anyone read an earlier run's outputs
     if log:
         REPORTS.mkdir(exist_ok=True)
         with open(log, "w") as output:
@@ -239,6 +289,8 @@ def run_tests(argv):
     print("\n=== Test environments")
     for env, status, seconds in results:
         print(f"{env:8} {'passed' if status == 0 else f'FAILED (pytest exit status {status})':36} {seconds:6.0f} s")
+        if env in NOTES:
+            print(f"{'':8} ran " + NOTES[env].replace("\n", "\n" + " " * 12))
     cpu_after, wall = cpu_seconds(), time.monotonic() - started
     if cpu_before is not None and cpu_after is not None:
         busy = cpu_after - cpu_before

@@ -11,6 +11,7 @@ from importlib import metadata
 
 from course_utils.data import downloads_allowed, mnist_data_dir, mnist_is_prepared
 from course_utils.runtime import on_colab, restart_advice
+from course_utils.tools.colab_python import VERSION as COLAB_PYTHON  # Colab's, which the Colab-like tests use
 
 __all__ = ["Finding", "TESTED_TENSORFLOW", "environment_report"]
 
@@ -59,8 +60,10 @@ def _python(colab):
     if sys.version_info[:2] == PINNED_PYTHON:
         return Finding("Python", "ok", version)
     if colab:
+        if _minor(version) == COLAB_PYTHON:
+            return Finding("Python", "ok", version)
         return Finding("Python", "note", version, "Colab's Python; the course's tests use Colab's packages on Python "
-                                                  f"{'.'.join(map(str, PINNED_PYTHON))}.")
+                                                  f"{COLAB_PYTHON}.")
     return Finding("Python", "FIX", version, f"The course is pinned for Python {'.'.join(map(str, PINNED_PYTHON))}: "
                                               f"`python3 course.py lab` with that Python.")
 

@@ -33,7 +33,11 @@ def test_levels_and_advice_print():
 def test_other_python_is_a_fix_locally_and_a_note_on_colab(monkeypatch):
     monkeypatch.setattr(environment, "PINNED_PYTHON", (3, 99))
     assert environment._python(colab=False).level == "FIX"
-    assert environment._python(colab=True).level == "note"
+    monkeypatch.setattr(environment.sys, "version", "3.13.15 (main, ...)")  # Colab's, which its tests use
+    assert environment._python(colab=True).level == "ok"
+    monkeypatch.setattr(environment.sys, "version", "3.14.2 (main, ...)")
+    note = environment._python(colab=True)
+    assert note.level == "note" and note.advice.endswith("Colab's packages on Python 3.13.")
 
 
 def test_tensorflow_versions():

@@ -2,13 +2,16 @@
 real set-up.
 
 ``python3 course.py test --env colab`` runs this with ``--colab-python`` naming the Python of
-``.venv-colab`` (Colab's package set, ``requirements-colab.txt``). Each notebook is copied alone
+``.venv-colab`` (Colab's package set, ``requirements-colab.txt``, on Colab's Python 3.13 where it can be
+had: see course_utils/tools/colab_python.py). Each notebook is copied alone
 into an empty folder, as a Colab badge opens it in ``/content``, and runs in a kernel that loads
 ``google.colab`` at start-up as Colab's does (the stand-in in ``google_colab/``). Its set-up cell
 really runs ``pip install course_utils @ git+https://github.com/<repository>@<branch>``: git's
 ``url.<base>.insteadOf``, set in the kernel's environment only, sends that clone to a snapshot of
 this working tree (uncommitted and new files included), so the test checks what is about to be
-committed. MNIST comes from ``TFDS_DATA_DIR`` (``COURSE_OFFLINE=1``, set by the root conftest).
+committed. MNIST comes from ``TFDS_DATA_DIR`` (``COURSE_OFFLINE=1``, set by the root conftest). With
+``--colab-outputs`` (course.py passes ``test-artifacts/colab-outputs``), each notebook is kept there as it
+ran, with its outputs (the warnings a learner on Colab sees; a failed one up to its failing cell).
 
 The exercise notebooks are not run here: the build writes each one from its solution notebook with the answers
 replaced by placeholders, so the solution's run covers every other cell (on this package set), and the main
@@ -104,7 +107,8 @@ def colab_kernel(folder, python):
 @pytest.mark.parametrize("notebook", [
     pytest.param(nb, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[nb], strict=True)) if nb in KNOWN_FAILURES
     else nb for nb in NOTEBOOKS])
-def test_notebook_runs_alone_in_the_colab_like_environment(notebook, colab_python, course_repository):
+def test_notebook_runs_alone_in_the_colab_like_environment(notebook, colab_python, course_repository, request):
+    outputs = request.config.getoption("--colab-outputs")  # where to keep the notebook as it ran, if anywhere
     with tempfile.TemporaryDirectory(prefix="colab-run-") as folder:
         content, kernels = Path(folder, "content"), Path(folder, "kernels")
         content.mkdir()
@@ -121,6 +125,10 @@ def test_notebook_runs_alone_in_the_colab_like_environment(notebook, colab_pytho
         except CellExecutionError as err:
             plain = re.sub(r"\x1b\[[0-9;]*m", "", str(err))  # IPython 7 colours its tracebacks
             pytest.fail(f"{notebook} failed in the Colab-like environment:\n{plain}", pytrace=False)
+        finally:
+            if outputs:
+                (Path(outputs) / notebook).parent.mkdir(parents=True, exist_ok=True)
+                nbformat.write(nb, Path(outputs) / notebook)
 
 
 def test_the_set_up_cells_install_has_the_checkers_data(colab_python, course_repository, tmp_path):
