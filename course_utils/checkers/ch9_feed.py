@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .answers import quiet_tensorflow, short_error
 from .core import Exercise, Feedback
+from .reach import tools_used_by
 
 EPOCHS_READ = 2  # the checker reads each pipeline for two epochs: a shuffle must change the order between them
 
@@ -413,6 +414,13 @@ def _read_q2_worker(make_pipeline, decode, workers, worker):
     return _read(pieces, EPOCHS_READ * Q2_EXAMPLES)
 
 
+# Values that differ from one worker process to the next but not between the simulated workers of q2, which share one
+# process: a seed made from them passes the simulation, not a cluster. (A seed drawn anew on each call, from random or
+# secrets, already differs between the simulated workers, and the coverage check shows it.)
+PER_PROCESS_VALUES = ("os:getpid", "time:time", "time:time_ns", "time:monotonic", "time:perf_counter",
+                      "builtins:hash", "builtins:id")
+
+
 class ShuffleUnderData(Exercise):
     title = "Shuffle and cache under DATA sharding"
     points = 4
@@ -450,7 +458,7 @@ class ShuffleUnderData(Exercise):
                     reads.append(dict(_read_q2_worker(make_pipeline, decode, workers, worker),
                                       decoded=int(decoded.numpy())))
                 runs.append({"workers": workers, "reads": reads})
-        return {"runs": runs}
+        return {"runs": runs, "per_process": tools_used_by(make_pipeline, PER_PROCESS_VALUES)}
 
     def judge(self, data, seed=0):
         """Grades what :meth:`collect` read: every example once per epoch across the workers (2), a new order each
@@ -476,7 +484,15 @@ class ShuffleUnderData(Exercise):
                              f"the replicas: batch by global_batch ({Q2_GLOBAL_BATCH} here), once, at the end.")
                     return fb
         everything = set(range(Q2_EXAMPLES))
-        self._judge_cover(fb, runs, everything)
+        if data.get("per_process"):
+            fb.wrong(f"Your pipeline calls {', '.join(data['per_process'])}, whose value differs between processes. "
+                     f"This check's workers share one process, so their orders agree here; on a cluster each worker "
+                     f"is a process of its own, its copy would shuffle in another order, and the workers would read "
+                     f"some examples twice and miss others.",
+                     answer="Give the shuffle the same fixed seed on every worker: shuffle(buffer_size, "
+                            "seed=<a number you write>).")
+        else:
+            self._judge_cover(fb, runs, everything)
         first = runs[0]["reads"][0]
         epoch_1, epoch_2 = _epochs([i for b in first["batches"] for i in b], first["more"],
                                    Q2_EXAMPLES // runs[0]["workers"])

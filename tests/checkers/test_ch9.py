@@ -276,6 +276,26 @@ def test_ch9_q2_an_unseeded_shuffle_reads_examples_twice():
                     "keeps that worker's pieces", "same fixed seed", points=2)
 
 
+def test_ch9_q2_a_seed_that_differs_between_processes_is_refused():
+    """The check's simulated workers share one process, so a seed drawn from the process (its id, the clock, a
+    string's hash) would agree between them: the checker looks for those calls."""
+    import os
+    import time
+
+    def pid_seed(records, decode, global_batch):
+        return records.map(decode).cache().shuffle(10_000, seed=os.getpid()).batch(global_batch)
+
+    def hash_seed(records, decode, global_batch):
+        return records.map(decode).cache().shuffle(10_000, seed=hash("data") % 2**31).batch(global_batch)
+
+    def clock_seed(records, decode, global_batch):
+        return records.map(decode).cache().shuffle(10_000, seed=int(time.time())).batch(global_batch)
+
+    for answer, called in ((pid_seed, "getpid"), (hash_seed, "hash"), (clock_seed, "time")):
+        assert_hint(grade(9, "q2", answer), f"Your pipeline calls {called}", "differs between processes",
+                    "same fixed seed", points=2)
+
+
 def test_ch9_q2_cache_and_shuffle_in_the_wrong_places():
     def cache_after_shuffle(records, decode, global_batch):
         return records.map(decode).shuffle(10_000, seed=7).cache().batch(global_batch)
