@@ -10,7 +10,7 @@ def test_registry_lists_every_chapter_with_max_points():
     table = registry()
     assert sorted(table) == sorted(CHAPTER_MODULES) and {1, 2, 3, 4, 5, 6, 8} <= set(table)
     for chapter, items in table.items():
-        assert len(items) >= 3, chapter
+        assert items, chapter  # chapters 12 and 13, split from one, have two exercises and one
         assert list(items) == [f"q{i}" for i in range(1, len(items) + 1)]
         assert all(isinstance(p, int) and p > 0 for p in items.values())
         assert {e.name: e.max_points for e in exercises(chapter)} == items
