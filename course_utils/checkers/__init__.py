@@ -79,6 +79,6 @@ def registry():
 
     Example:
         >>> registry()[1]
-        {'q1': 2, 'q2': 2, 'q3': 2}
+        {'q1': 2, 'q2': 2, 'q3': 2, 'q4': 3}
     """
     return {number: chapter_definition(number).max_points() for number in CHAPTER_MODULES}

@@ -8,9 +8,9 @@ dispatcher's address from three environment variables. The cluster picks the por
 log, and stops exactly the processes it started.
 
 Example:
-    >>> service = LocalCluster("service.py", {"dispatcher": 1, "worker": 2}, tf_config=False,
+    >>> service = LocalCluster("service.py", {"dispatcher": 1, "worker": 2}, tf_config=False,  # doctest: +SKIP
     ...                        task_env=data_service_env)
-    >>> with service:
+    >>> with service:  # doctest: +SKIP
     ...     service.wait_until_ready()
     ...     dataset = dataset.apply(tf.data.experimental.service.distribute(
     ...         "distributed_epoch", dispatcher_target(service.cluster_spec), job_name="train"))

@@ -22,7 +22,7 @@ def without_tf_info(text):
     """``text`` without TensorFlow's C++ info lines and start-up notices (the lines of ``_TF_INFO_LINE``).
 
     Example:
-        >>> without_tf_info("I0000 00:00:1712345678.123456   4242 cpu_feature_guard.cc:210] ...\nEpoch 1/3")
+        >>> without_tf_info("I0000 00:00:1712345678.123456   4242 cpu_feature_guard.cc:210] ...\\nEpoch 1/3")
         'Epoch 1/3'
     """
     return "\n".join(line for line in text.splitlines() if not _TF_INFO_LINE.match(line))

@@ -210,7 +210,11 @@ def check_gpus(expected, visible, environ=None):
             TensorFlow sees, and what to check, instead of letting the job train on the CPU.
 
     Example:
-        >>> check_gpus(2, tf.config.list_physical_devices("GPU"))
+        >>> check_gpus(0, [])  # a CPU task that asked for no GPU sees none: nothing to say
+        >>> check_gpus(2, [], environ={})
+        Traceback (most recent call last):
+        ...
+        RuntimeError: Task ? on this node asked for 2 GPU(s) (--gpus-per-node=2) but TensorFlow sees 0 (none); ...
     """
     environ = os.environ if environ is None else environ
     if len(visible) == expected:

@@ -210,7 +210,7 @@ class SlurmCluster:
             message says what to change), or did not start (the message ends with the daemons' logs).
 
     Example:
-        >>> with SlurmCluster(nodes=2) as cluster:
+        >>> with SlurmCluster(nodes=2) as cluster:  # doctest: +SKIP
         ...     print(cluster.run("sinfo"))
         ...     job = cluster.submit("job.sh", cwd="/tmp/job")
         ...     cluster.wait(job)["JobState"]
@@ -382,7 +382,7 @@ class SlurmCluster:
             SlurmClusterError: the cluster is not running, or the command failed (the message quotes its error).
 
         Example:
-            >>> print(cluster.run("sinfo"))
+            >>> print(cluster.run("sinfo"))  # doctest: +SKIP
             PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST
             course*      up   infinite      2   idle node[1-2]
         """
