@@ -135,6 +135,8 @@ def _run_trainers(trainer_dataset, workers, examples, batch_size):
             if not isinstance(dataset, tf.data.Dataset):
                 return {"type": type(dataset).__name__}
             datasets.append(dataset)
+        if not all(_reads_service(dataset) for dataset in datasets):
+            return {"no service": True}
 
         def read():
             try:
@@ -154,6 +156,16 @@ def _run_trainers(trainer_dataset, workers, examples, batch_size):
             server._stop()  # private, as in TensorFlow's tests: frees the ports at once
 
 
+def _reads_service(dataset):
+    """Whether ``dataset`` reads from a tf.data service: a DataServiceDataset op (what
+    ``tf.data.experimental.service.distribute`` and ``from_dataset_id`` add) in its graph."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = graph_pb2.GraphDef.FromString(dataset._as_serialized_graph().numpy())  # private, as tf.data's own tests
+    nodes = [*graph.node, *(node for function in graph.library.function for node in function.node_def)]
+    return any(node.op.startswith("DataServiceDataset") for node in nodes)
+
+
 def _judge_run(run, workers, examples, batch_size):
     """What went wrong in one run, as (points out of 4, [(text, answer)]); (4, []) when all is right."""
     if "raised" in run:
@@ -161,6 +173,13 @@ def _judge_run(run, workers, examples, batch_size):
         return 0, [(f"trainer_dataset {verb} {run['raised']}", "")]
     if "type" in run:
         return 0, [(f"trainer_dataset returned a {run['type']}; return the tf.data.Dataset one trainer reads.", "")]
+    if "no service" in run:
+        return 0, [("the trainers' datasets do not read from the service (their graphs hold no DataServiceDataset): "
+                    "in this check the three trainers share one process, so they could split the examples among "
+                    "themselves; on a cluster each trainer is a process of its own, and only the service can hand "
+                    "out each example once.",
+                    "Apply tf.data.experimental.service.distribute(\"distributed_epoch\", service, job_name=...) to "
+                    "the batches.")]
     if "timed out" in run:
         return 0, [(f"the trainers still waited for batches after {run['timed out']} s: a coordinated read "
                     f"(consumer_index/num_consumers) waits for every consumer, and needs a dataset that repeats.",

@@ -91,6 +91,20 @@ def test_ch12_q2_a_job_per_trainer_is_named():
     assert_hint(grade(12, "q2", own_jobs), "from a job of its own", points=2)
 
 
+def test_ch12_q2_trainers_that_split_the_examples_among_themselves_without_the_service_are_refused():
+    """The check's trainers share one process: a counter they share could split the epoch among them, which no
+    trainer of a cluster could do. The reviewer's answer (4/4 before)."""
+    import itertools
+
+    calls = itertools.count()
+
+    def shared_counter(examples, target, batch_size):
+        return examples.shard(3, next(calls) % 3).batch(batch_size, drop_remainder=True)
+
+    assert_hint(grade(12, "q2", shared_counter), "do not read from the service", "DataServiceDataset",
+                "share one process", points=0)
+
+
 def test_ch12_q2_a_typed_batch_size_fails_the_second_run():
     def typed(examples, target, batch_size):
         return examples.batch(8, drop_remainder=True).apply(service().distribute("distributed_epoch", target,
