@@ -7,6 +7,9 @@ import random
 
 from .answers import as_int, short_error
 from .core import Exercise, Feedback, chapter
+from .reach import tools_used_by
+
+PACKING_TOOLS = ("tensorflow.python.distribute.cross_device_utils:group_by_size",)  # TensorFlow's own packing
 
 # Exercise 1: the learner's pack_sizes(gradient_floats, bytes_per_pack), called on cases of the checker's.
 NOTEBOOK_PACK_CASES = (
@@ -40,19 +43,20 @@ def pack_cases(seed):
     return tuple(cases)
 
 
-def _reference_packs(sizes, bytes_per_pack):
+def _reference_packs(sizes, bytes_per_pack, bytes_per_float=4, closed_when_full=False):
     """TensorFlow's rule (cross_device_ops.CollectiveAllReduce._all_reduce, cross_device_utils.group_by_size): the
     gradients reversed, a new pack once the current one holds more than bytes_per_pack bytes (float32: 4 each); the
-    floats of each pack, in the order the all-reduces run."""
+    floats of each pack, in the order the all-reduces run. ``bytes_per_float`` and ``closed_when_full`` give the
+    typical mistakes' packs (floats counted as bytes; a pack closed once it holds as much as bytes_per_pack)."""
     if bytes_per_pack == 0:
         return [sum(sizes)]
     packs, last = [], 0
     for floats in reversed(sizes):
-        if not packs or last > bytes_per_pack:
+        if not packs or last > bytes_per_pack or (closed_when_full and last == bytes_per_pack):
             packs.append(0)
             last = 0
         packs[-1] += floats
-        last += 4 * floats
+        last += bytes_per_float * floats
     return packs
 
 
@@ -69,9 +73,13 @@ def _judge_packs_mistake(sizes, bytes_per_pack, given):
         return ("the sizes are in bytes; give them in floats (4 bytes each).", "")
     if bytes_per_pack == 0:
         return ("bytes_per_pack=0 is a special case.", "0 means one pack: all gradients in one all-reduce.")
+    if given == _reference_packs(sizes, bytes_per_pack, bytes_per_float=1):
+        return ("the packs are cut as if each float were one byte: bytes_per_pack counts bytes.",
+                "A float32 gradient holds 4 bytes per float.")
+    if given == _reference_packs(sizes, bytes_per_pack, closed_when_full=True):
+        return ("a pack is closed once it holds MORE than bytes_per_pack bytes (not as much).", f"Here the packs are {right}.")
     if isinstance(given, list) and sum(given) == sum(sizes):
-        return ("every float is in a pack, but the packs are cut elsewhere: a pack is closed once it holds MORE than "
-                "bytes_per_pack bytes (not as much).", f"Here the packs are {right}.")
+        return ("every float is in a pack, but the packs are cut elsewhere.", f"Here the packs are {right}.")
     return ("the packs do not add up to the gradients' floats.", f"Here the packs are {right}.")
 
 
@@ -90,6 +98,9 @@ class PackTheGradients(Exercise):
         ints, or {"raised": error} / {"gave": type name}, per case]}."""
         if not callable(pack_sizes):
             return {"not callable": type(pack_sizes).__name__}
+        used = tools_used_by(pack_sizes, PACKING_TOOLS)
+        if used:
+            return {"used": used}
         results = []
         for sizes, bytes_per_pack in pack_cases(seed):
             try:
@@ -106,6 +117,10 @@ class PackTheGradients(Exercise):
         if "not callable" in data:
             fb.wrong(f"pack_sizes should be a function (gradient sizes, bytes_per_pack) -> list of floats per "
                      f"all-reduce; got a {data['not callable']}.")
+            return fb
+        if "used" in data:
+            fb.wrong(f"pack_sizes calls TensorFlow's {', '.join(data['used'])}: the exercise asks you to write the rule "
+                     f"yourself, from the two lines of it the chapter printed.")
             return fb
         cases = pack_cases(seed)
         for (sizes, bytes_per_pack), given in zip(cases, data["results"]):

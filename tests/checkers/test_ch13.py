@@ -31,9 +31,25 @@ def packs_with_tensorflows_function(sizes, bytes_per_pack):
     return [sum(int(t.shape[0]) for t in pack) for pack in grouped]
 
 
-@pytest.mark.parametrize("answer", [packs_loop, packs_with_tensorflows_function])
+def packs_with_a_generator(sizes, bytes_per_pack):
+    packs = []
+    for floats in reversed(sizes):
+        if packs and bytes_per_pack and 4 * sum(packs[-1]) > bytes_per_pack:
+            packs.append([])
+        packs[-1:] = packs[-1:] or [[]]
+        packs[-1].append(floats)
+    return [sum(pack) for pack in packs]
+
+
+@pytest.mark.parametrize("answer", [packs_loop, packs_with_a_generator])
 def test_ch13_q1_right_in_several_forms(answer):
     assert_correct(grade(13, "q1", answer))
+
+
+def test_ch13_q1_tensorflows_own_packing_is_refused():
+    """The exercise says: write the rule yourself, no TensorFlow call."""
+    assert_hint(grade(13, "q1", packs_with_tensorflows_function), "calls TensorFlow's group_by_size",
+                "write the rule yourself")
 
 
 def forward(sizes, bytes_per_pack):  # no reversal
@@ -57,6 +73,7 @@ def at_least(sizes, bytes_per_pack):  # closes a pack once it holds bytes_per_pa
     (forward, "cut in the model's order"),
     (lambda sizes, b: packs_loop(sizes, b)[::-1], "in the wrong order"),
     (at_least, "MORE than"),
+    (lambda sizes, b: ch13._reference_packs(sizes, b, bytes_per_float=1), "as if each float were one byte"),
     (lambda sizes, b: [4 * p for p in packs_loop(sizes, b)], "in bytes"),
     (lambda sizes, b: packs_loop(sizes, b) if b else list(reversed(sizes)), "bytes_per_pack=0 is a special case"),
     (lambda sizes, b: [[n] for n in sizes], "not a list of whole numbers"),
