@@ -234,6 +234,66 @@ def test_ch4_q2_a_chapter_tool_is_not_packing_by_hand(cpus8):
     assert_hint(grade(4, "q2", relaid), "copy_to_mesh, relayout", points=0)
 
 
+NOTEBOOK_PACKING = """
+import tensorflow as tf
+from tensorflow.experimental import dtensor
+from course_utils import pack_batch
+
+def shard_slices(x, layout, where):  # the learner's own helper, named like the course's tool
+    block = x
+    for axis, spec in enumerate(layout.sharding_specs):
+        if spec != dtensor.UNSHARDED:
+            block = tf.split(block, layout.mesh.dim_size(spec), axis=axis)[where[spec]]
+    return block
+
+def own_helper(x, layout):
+    return dtensor.pack([shard_slices(x, layout, where) for where in layout.mesh.local_device_locations()], layout)
+
+def by_default(x, layout, _cut=pack_batch):
+    return _cut(x, layout)
+
+def looked_up(x, layout):
+    return getattr(dtensor, "copy_" + "to_mesh")(x, layout)
+
+def looked_up_in_course_utils(x, layout):
+    import course_utils.packing
+    return getattr(course_utils.packing, "pack_" + "batch")(x, layout)
+
+class Packer:
+    def __init__(self):
+        self.cut = pack_batch
+
+    def __call__(self, x, layout):
+        return self.cut(x, layout)
+
+class Placer:
+    def __call__(self, x, layout):
+        return dtensor.copy_to_mesh(x, layout)
+"""
+
+
+def test_ch4_q2_a_tool_reached_otherwise_is_found_and_a_namesake_is_not(cpus8):
+    """The fresh-eyes review of issue 37: a tool as a default argument, looked up at run time, or held by a callable
+    object passed "by hand"; a learner's own helper named shard_slices was refused."""
+    from course_utils import packing
+    from tensorflow.dtensor.python import api
+
+    notebook = {"__name__": "__main__"}
+    exec(NOTEBOOK_PACKING, notebook)
+    assert_correct(grade(4, "q2", notebook["own_helper"]))
+    for name, tool in [("by_default", "pack_batch"), ("looked_up", "copy_to_mesh"),
+                       ("looked_up_in_course_utils", "pack_batch")]:
+        assert_hint(grade(4, "q2", notebook[name]), f"pack_by_hand calls {tool}", "By hand means", points=0)
+    assert_hint(grade(4, "q2", notebook["Packer"]()), "pack_by_hand calls pack_batch", points=0)
+    assert_hint(grade(4, "q2", notebook["Placer"]()), "pack_by_hand calls copy_to_mesh", points=0)
+    import course_utils
+    from tensorflow.experimental import dtensor
+
+    # the stand-ins are gone after the check: every module holds the tools again
+    assert (dtensor.copy_to_mesh, vars(course_utils).get("pack_batch", packing.pack_batch)) == (
+        api.copy_to_mesh, packing.pack_batch)
+
+
 def test_ch4_q2_wrong_blocks(cpus8):
     import tensorflow as tf
     from tensorflow.experimental import dtensor
