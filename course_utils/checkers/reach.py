@@ -201,10 +201,15 @@ def tools_used_by(function, tools, depth=3):
 
 
 @contextlib.contextmanager
-def calls_recorded(tools):
+def calls_recorded(tools, on_call=None):
     """While in the block, each loaded module's attribute that is one of ``tools`` is a stand-in that records its
     call (and then calls the tool): what a learner's code looks up while it runs (``getattr(dtensor, name)``) is
-    caught. Yields the list of the tools' names called so far, filled as they are called.
+    caught; so is a call of a tool marked with :func:`reveals` through a name bound before the block. Yields the list
+    of the tools' names called so far, filled as they are called.
+
+    Args:
+        tools: tool specs (``"module:attribute"``).
+        on_call: called as ``on_call(name, args, kwargs)`` before each call of a stand-in (to look at what it got).
 
     Example:
         >>> with calls_recorded(["course_utils.packing:pack_batch"]) as called:
@@ -214,6 +219,8 @@ def calls_recorded(tools):
     """
     called, originals = [], {}
     objects = {spec: _tool(spec) for spec in tools}
+    earlier = _CALLED & set(tools)  # the notebook's own calls before the block: kept, but not the block's
+    _CALLED.difference_update(earlier)
     for spec, tool in objects.items():
         if tool is None:
             continue
@@ -222,6 +229,8 @@ def calls_recorded(tools):
         def stand_in(*args, _tool=tool, _name=name, **kwargs):
             if _name not in called:
                 called.append(_name)
+            if on_call is not None:
+                on_call(_name, args, kwargs)
             return _tool(*args, **kwargs)
         stand_in = functools.wraps(tool)(stand_in)
         originals[stand_in] = (name, tool)
@@ -235,3 +244,5 @@ def calls_recorded(tools):
             for stand_in, (name, tool) in originals.items():
                 if isinstance(module, types.ModuleType) and vars(module).get(name) is stand_in:
                     setattr(module, name, tool)
+        called += [tool_name(spec) for spec in tools if spec in _CALLED and tool_name(spec) not in called]
+        _CALLED.update(earlier)
