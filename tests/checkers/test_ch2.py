@@ -85,7 +85,24 @@ def test_ch2_q1_cases_come_from_the_seed():
     for drawn in cases:
         assert [case[0] for case in drawn] == list(ch2_plan.PLAN_REPLICAS)
         assert drawn[0][1] == drawn[0][3] and all(case[3] != case[1] for case in drawn[1:])  # tuned for another batch
-        assert all(case[4] % (case[0] * case[1]) for case in drawn)  # every epoch ends with a smaller batch
+        assert all(case[4] % (case[0] * case[1]) for case in drawn[:-1])  # these epochs end with a smaller batch
+        assert drawn[-1][4] % (drawn[-1][0] * drawn[-1][1]) == 0  # this one fills whole batches
+
+
+def test_ch2_q1_adding_a_step_is_no_rounding_up(cpus8):
+    """The fresh-eyes review of issue 37: steps = examples // global + 1 passed (no case divided evenly). The first
+    wrong check says what is wrong without the formula; the second gives it."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MirroredStrategy(cpus8)
+
+    def plus_one(strategy, per_replica_batch, base_learning_rate, base_batch, examples):
+        global_batch, learning_rate, _ = _plan()(strategy, per_replica_batch, base_learning_rate, base_batch, examples)
+        return global_batch, learning_rate, examples // global_batch + 1
+    assert_hint(grade(2, "q1", strategy, plus_one), "no step to add", "-(-examples // global)", points=3)
+    for wrong, said in ((plus_one, "no step to add"), (_plan(steps="floor"), "the last, smaller batch")):
+        first = exercises(2).q1._evaluate((strategy, wrong), {}, first_try=True).message
+        assert said in first and "-(-examples" not in first, first
 
 
 def _loss_fns():
