@@ -166,6 +166,31 @@ def test_ch2_q2_loss_scaling_inside_strategy_run(cpus8):
     assert_hint(grade(2, "q2", lambda y, z: 0.0, SUM), "compute_loss raised", points=1)  # the chapter's two arguments
 
 
+def test_ch2_q2_a_typed_number_of_replicas_is_found_out(cpus8):
+    """The fresh-eyes review of issue 37: penalty / 8 (the notebook's replicas, typed in) passed, since the checker
+    tried 8 replicas only. Its second strategy has OTHER_REPLICAS."""
+    import tensorflow as tf
+    import tf_keras
+
+    none = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=tf_keras.losses.Reduction.NONE)
+    G, decay = ch2_loss.GLOBAL_BATCH, ch2_loss.WEIGHT_DECAY
+
+    def typed_in(labels, logits, kernels):
+        penalty = decay * tf.add_n([tf.reduce_sum(k ** 2) for k in kernels])
+        return tf.nn.compute_average_loss(none(labels, logits), global_batch_size=G) + penalty / 8
+    result = grade(2, "q2", typed_in, "SUM")
+    assert_hint(result, f"second strategy, of {ch2_loss.OTHER_REPLICAS} replicas", "typed in",
+                "num_replicas_in_sync", points=2)
+    first = exercises(2).q2._evaluate((typed_in, "SUM"), {}, first_try=True).message
+    assert "typed in" in first and "get_strategy" not in first, first
+
+    def read_in(labels, logits, kernels):  # the strategy's number, read inside the replica: right
+        penalty = decay * tf.add_n([tf.reduce_sum(k ** 2) for k in kernels])
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        return tf.nn.compute_average_loss(none(labels, logits), global_batch_size=G) + penalty / replicas
+    assert_correct(grade(2, "q2", read_in, "SUM"))
+
+
 def test_ch2_q2_the_penalty(cpus8):
     f = _loss_fns()
     assert_hint(grade(2, "q2", f["penalty_whole"], "SUM"), "8x those of the penalty", "every replica adds the whole "
