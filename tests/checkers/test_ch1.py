@@ -182,6 +182,29 @@ def test_ch1_q2_right_answers_in_any_readable_form():
     assert_correct(grade(1, "q2", [" True" if v else "false" for v in right]))  # words, any case
 
 
+def test_ch1_q2_a_prediction_read_from_f_is_refused(monkeypatch, solution_cells):
+    """The fresh-eyes review of issue 37: calling the exercise's f seven times and reading its tracing count passed
+    as a prediction. A check made once f (or a copy of it) has traced scores 0 and says why."""
+    import tensorflow as tf
+
+    from course_utils.checkers import reach
+
+    code = solution_cells["ch1-q2"].split("# BEGIN SOLUTION")[0]
+    namespace = {"tf": tf}
+    exec(code, namespace)
+    monkeypatch.setattr(reach, "learner_namespace", lambda: namespace)
+    right = list(ch1._reference_traces())
+    assert_correct(exercises(1).q2.evaluate(right))  # f defined, never called
+    copy = tf.function(namespace["f"].python_function)
+    namespace["g"] = copy
+    copy(tf.constant([1.0]), training=True)
+    assert_hint(exercises(1).q2.evaluate(right), "f has already traced 1 time(s)", "before f is called", points=0)
+    del namespace["g"]
+    for call in ch1.CALLS:
+        eval(call, namespace)
+    assert_hint(exercises(1).q2.evaluate(right), "f has already traced 5 time(s)", points=0)
+
+
 def test_ch1_q2_tracing_hints():
     right = list(ch1._reference_traces())
     assert_hint(grade(1, "q2", [True, False] * 3 + [True]), "5 of the 7 predictions are wrong")  # a guessed pattern
