@@ -166,6 +166,10 @@ class GradientTape(Exercise):
             fb.wrong(f"{head} that is f's value itself, not its derivative: use tape.gradient.")
         elif GradientTape._same(g, truth[1 - which]):
             fb.wrong(f"{head} that is the derivative with respect to the other input.")
+        elif np.size(values[index]) > 1 and np.allclose(g * np.size(values[index]), truth[which], rtol=1e-5):
+            fb.wrong(f"{head} 1/{np.size(values[index])} of the derivative: this f returns a vector of "
+                     f"{np.size(values[index])}, and you took the gradient of its MEAN. The chapter's rule for a "
+                     f"vector is the gradient of its sum.", answer="Pass f(w, x) itself to tape.gradient.")
         elif np.allclose(g, truth[which], rtol=1e-2):
             fb.wrong(f"{head} close, but not exact: a difference quotient (f(w + h) - f(w)) / h only approximates "
                      f"the derivative. A tape computes it exactly.")

@@ -289,6 +289,15 @@ def test_ch1_q3_gradient_tape(cpus8):
         dx = (f(w, x + h) - f(w, x)) / h
         return dw, dx
     assert_hint(grade(1, "q3", difference_quotient), "close, but not exact", points=0)
+
+    def of_the_mean(f, w, x):  # the fresh-eyes review of issue 37: "not the derivative of f" did not say why
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_mean(f(w, x))
+        return tape.gradient(y, [w, x])
+    result = grade(1, "q3", of_the_mean)
+    assert_hint(result, "1/3 of the derivative", "gradient of its MEAN", "Pass f(w, x) itself", points=0)
+    assert "Pass f(w, x)" not in exercises(1).q3._evaluate((of_the_mean,), {}, first_try=True).message
     assert_hint(grade(1, "q3", lambda f, w, x: (9.0, 12.0)), "returns 9.0 whatever f, w and x", points=0)  # typed
     assert_hint(grade(1, "q3", lambda f, w, x: (tf.fill([5], tf.reduce_sum(w)), tf.fill([5], tf.reduce_sum(x)))),
                 "shape [5]", points=0)
