@@ -365,6 +365,35 @@ def test_ch1_q4_sharded_sum(cpus8):
     assert "the position in the list" in first and "Open `with tf.device(devices[i])" not in first
 
 
+def test_ch1_q4_the_matmuls_must_run_on_the_devices_too(cpus8):
+    """The fresh-eyes review of issue 37: the matmuls on CPU:0 and only the last reduce_sum under each device passed
+    (the checker read only the results' .device). The matmuls' devices are read from the traced graph."""
+    import numpy as np
+    import tensorflow as tf
+
+    def products_on_cpu0(batch, weights, devices):
+        rows, n = batch.shape[0], len(devices)
+        sizes = [len(part) for part in np.array_split(np.arange(rows), n)]
+        products = [tf.matmul(shard, weights) for shard in tf.split(batch, sizes)]  # all on the default device
+        partials = []
+        for device, product in zip(devices, products):
+            with tf.device(device):
+                partials.append(tf.reduce_sum(product, axis=0))
+        with tf.device(devices[0]):
+            return tf.add_n(partials), partials
+    assert_hint(grade(1, "q4", products_on_cpu0), "but the matmuls ran on CPU:0", "its shard @ weights", points=2)
+
+    def sums_first(batch, weights, devices):  # another right form: each device sums its shard, then multiplies
+        sizes = [len(part) for part in np.array_split(np.arange(batch.shape[0]), len(devices))]
+        partials = []
+        for device, shard in zip(devices, tf.split(batch, sizes)):
+            with tf.device(device):
+                partials.append(tf.linalg.matvec(weights, tf.reduce_sum(shard, axis=0), transpose_a=True))
+        with tf.device(devices[0]):
+            return tf.add_n(partials), partials
+    assert_correct(grade(1, "q4", sums_first))
+
+
 def test_ch1_q4_what_the_function_returns(cpus8):
     import tensorflow as tf
 
