@@ -3,19 +3,22 @@
 Two rules of the exercises rest on this:
 
 - **Predict first.** A prediction whose answer a chapter tool prints (``visualize_sharding`` prints shard shapes,
-  ``matmul_cost`` bytes) counts only when it is checked before that tool is imported. An exercise lists such tools
-  in ``Exercise.revealed_by``; its check (``Exercise.export``, in the learner's kernel and in the grader's sandbox
-  alike) asks :func:`tools_in_reach` which of them the notebook's namespace holds at that moment. The grader collects
-  an exercise's answers right after the exercise's cell, so an import in a later cell is not in reach yet. The
-  checker's own imports do not count: only names bound in the notebook's namespace do.
+  ``matmul_cost`` bytes) counts only when it is checked before that tool is imported or used. An exercise lists such
+  tools in ``Exercise.revealed_by``; its check (``Exercise.export``, in the learner's kernel and in the grader's
+  sandbox alike) asks :func:`tools_in_reach` which of them the notebook's namespace holds at that moment, or the
+  notebook has called (a tool marked with :func:`reveals` records the notebook's calls, so that deleting its name
+  does not hide them). The grader collects an exercise's answers right after the exercise's cell, so an import in a
+  later cell is not in reach yet. The checker's own imports and calls do not count.
 - **By hand.** An exercise that says "by hand" (or "predict, don't measure") asks :func:`tools_used_by` which
-  forbidden tools the learner's function calls, by name or through an alias, in its own code or in the notebook's
-  functions it calls.
+  forbidden tools the learner's function refers to (by any name, a default argument, a callable object's
+  attribute), in its own code or in the notebook's functions it calls; and runs it under :func:`calls_recorded`,
+  which catches a tool looked up while it runs.
 
 A tool is named ``"module:name"``, by the module that defines it: ``"course_utils.viz:visualize_sharding"``,
 ``"tensorflow.dtensor.python.api:copy_to_mesh"`` (what ``dtensor.copy_to_mesh`` is). Nothing here imports a module:
 a tool whose module is not loaded cannot be in reach.
 """
+import builtins
 import contextlib
 import functools
 import re
@@ -61,7 +64,13 @@ def reveals(tool):
 
 
 def forget_calls():
-    """Forget the calls :func:`reveals` recorded (a fresh kernel; the tests)."""
+    """Forget the calls :func:`reveals` recorded (a fresh kernel; the tests).
+
+    Example:
+        >>> forget_calls()
+        >>> tools_in_reach(["course_utils.costs:matmul_cost"], {})
+        []
+    """
     _CALLED.clear()
 
 
@@ -129,9 +138,11 @@ def _names_in(code):
 
 
 def _values_of(fn, code_names, owner):
-    """The values ``fn`` can reach: its global names, closure variables, default arguments, and the attributes of the
-    object it is the ``__call__`` of (``owner``)."""
-    values = [fn.__globals__[name] for name in code_names if name in fn.__globals__]
+    """The values ``fn`` can reach: its global (or builtin) names, closure variables, default arguments, and the
+    attributes of the object it is the ``__call__`` of (``owner``)."""
+    builtin = vars(builtins)
+    values = [fn.__globals__[name] if name in fn.__globals__ else builtin[name] for name in code_names
+              if name in fn.__globals__ or name in builtin]  # a global name, else a builtin (hash, id)
     for cell in fn.__closure__ or ():
         try:
             values.append(cell.cell_contents)
@@ -212,10 +223,11 @@ def calls_recorded(tools, on_call=None):
         on_call: called as ``on_call(name, args, kwargs)`` before each call of a stand-in (to look at what it got).
 
     Example:
-        >>> with calls_recorded(["course_utils.packing:pack_batch"]) as called:
-        ...     answer(x, layout)
-        >>> called
-        ['pack_batch']
+        >>> import json
+        >>> with calls_recorded(["json:dumps"]) as called:
+        ...     text = getattr(json, "du" + "mps")([1])  # a name made at run time
+        >>> called, text
+        (['dumps'], '[1]')
     """
     called, originals = [], {}
     objects = {spec: _tool(spec) for spec in tools}
