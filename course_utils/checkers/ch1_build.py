@@ -335,7 +335,8 @@ class ShardedSum(Exercise):
     def _judge_placement(fb, where):
         for words, cpus, on, matmuls in where:
             wanted = [f"CPU:{c}" for c in cpus]
-            products_placed = not isinstance(matmuls, list) or not matmuls or sorted(map(str, matmuls)) == sorted(wanted)
+            products_placed = (not isinstance(matmuls, list) or not matmuls
+                               or sorted(map(str, matmuls)) == sorted(wanted))
             if on == wanted and products_placed:
                 continue
             if on == wanted:

@@ -183,7 +183,8 @@ class WhichCollective(Exercise):
             if given == other_plans.get(key):
                 return (f"{case}: gathering w whole along k is a plan that gives the right y, but it is not the one "
                         f"DTensor runs. DTensor moves no operand it can avoid moving: what can each device do with "
-                        f"the columns of x it already holds? (collectives_run_by would show it, but using it voids the checks of this exercise that come after.)", why)
+                        f"the columns of x it already holds? (collectives_run_by would show it, but using it voids "
+                        f"the checks of this exercise that come after.)", why)
             if truth == "none":
                 return f"{case}: does any device hold only part of the contracted axis k?", why
             if given == "none":

@@ -360,7 +360,8 @@ class BudgetProduct(Exercise):
 
         Crosses: ``{"callable": False, "type": name}`` for an answer that is not a function, else
         ``{"callable": True, "measures": ..., "cases": [...]}``: the tools of MEASURING_TOOLS the function called while
-        it ran (see :func:`.reach.calls_recorded`), and one dict per case of :data:`BUDGET_CASES`, in order: the Mesh passed and
+        it ran (see :func:`.reach.calls_recorded`), and one dict per case of :data:`BUDGET_CASES`, in order: the Mesh
+        passed and
         what the function returned or raised (see :func:`_collect_case`; DTensors, Layouts, lists of specs and
         predictions cross as data).
         """

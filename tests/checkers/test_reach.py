@@ -43,7 +43,7 @@ def test_a_tool_that_reveals_is_in_reach_once_called_though_its_name_is_gone(too
     monkeypatch.setattr(reach, "_CALLED", set())
     tool_module.reveal = reach.reveals(tool_module.reveal)
     assert eval("reveal(3)", {"reveal": tool_module.reveal, "__name__": "course_utils.checkers.ch4"}) == 3
-    assert reach.tools_in_reach([SPEC], {}) == []  # a call from course_utils (a checker's reference): not the notebook's
+    assert reach.tools_in_reach([SPEC], {}) == []  # a call from course_utils (a checker's reference): not a notebook's
     eval("reveal(4)", {"reveal": tool_module.reveal, "__name__": "__main__"})  # the notebook's call
     assert reach.tools_in_reach([SPEC], {}) == ["reveal"]
     reach.forget_calls()
