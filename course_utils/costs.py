@@ -10,6 +10,7 @@ Pure Python: no TensorFlow needed.
 import dataclasses
 import math
 
+from course_utils.checkers.reach import reveals
 from course_utils.meshes import UNSHARDED, mesh_text
 
 __all__ = ["Collective", "Product", "MatmulCost", "matmul_cost", "ring_bytes_sent"]
@@ -209,6 +210,7 @@ def _check(name, shape, specs, sizes):
         raise ValueError(f"{name} uses mesh axis {specs[0]!r} twice; a layout splits each mesh axis over at most one tensor axis.")
 
 
+@reveals  # it prints exercise 4.5's costs: the prediction counts only before it is used
 def matmul_cost(x_shape, x_specs, w_shape, w_specs, mesh_dims, y_specs=None, dx_specs=None, dw_specs=None, dtype_bytes=4):
     """Predict what ``y = x @ w`` and its backward pass cost on a mesh, the way DTensor runs them.
 

@@ -13,6 +13,7 @@ import ipywidgets as widgets
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
+from course_utils.checkers.reach import reveals
 from course_utils.devices import RESERVED_AXIS_NAMES, make_mesh
 from course_utils.viz import visualize_mesh, visualize_sharding
 
@@ -187,6 +188,7 @@ def _spec_names(value):
     return specs, None
 
 
+@reveals  # it prints shard shapes (exercise 4.3)
 def explore_layout(mesh_shape, axis_names, tensor_shape, sharding_specs, n_devices=None):
     """Check a layout choice and picture it, or explain in words what is wrong with it.
 
@@ -244,6 +246,7 @@ def explore_layout(mesh_shape, axis_names, tensor_shape, sharding_specs, n_devic
         return LayoutExploration(problems + [f"This choice could not be built: {message}"])
 
 
+@reveals  # its widget prints shard shapes (exercise 4.3)
 def layout_explorer(mesh_shape="4, 2", axis_names="batch, model", tensor_shape="8, 6",
                     sharding_specs=("batch", "unsharded"), n_devices=None):
     """An ipywidgets explorer: type a mesh and a tensor shape, pick a sharding spec per axis.

@@ -14,6 +14,7 @@ import textwrap
 import tensorflow as tf
 from tensorflow.experimental import dtensor
 
+from course_utils.checkers.reach import reveals
 from course_utils.meshes import mesh_text
 from course_utils.packing import check_fits
 
@@ -281,6 +282,7 @@ class MeshPicture(_Picture):
         super().__init__(header, facets)
 
 
+@reveals  # it prints shard shapes: exercise 4.3's prediction counts only before it is used
 def visualize_sharding(tensor_or_layout, shape=None):
     """Picture which device(s) hold each block of a DTensor, a ``jax.Array`` or a DTensor layout.
 

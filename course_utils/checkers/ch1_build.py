@@ -166,6 +166,10 @@ class GradientTape(Exercise):
             fb.wrong(f"{head} that is f's value itself, not its derivative: use tape.gradient.")
         elif GradientTape._same(g, truth[1 - which]):
             fb.wrong(f"{head} that is the derivative with respect to the other input.")
+        elif np.size(values[index]) > 1 and np.allclose(g * np.size(values[index]), truth[which], rtol=1e-5):
+            fb.wrong(f"{head} 1/{np.size(values[index])} of the derivative: this f returns a vector of "
+                     f"{np.size(values[index])}, and you took the gradient of its MEAN. The chapter's rule for a "
+                     f"vector is the gradient of its sum.", answer="Pass f(w, x) itself to tape.gradient.")
         elif np.allclose(g, truth[which], rtol=1e-2):
             fb.wrong(f"{head} close, but not exact: a difference quotient (f(w + h) - f(w)) / h only approximates "
                      f"the derivative. A tape computes it exactly.")
@@ -221,22 +225,42 @@ def _ran_on(value):
     return device.split("device:")[-1] if isinstance(device, str) and "device:" in device else None
 
 
+MATMUL_OPS = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum")  # the multiplying work
+
+
+def _matmul_devices(sharded_sum, batch, weights, devices):
+    """Where sharded_sum's products run: the device ('CPU:k', 'CPU:0' when no device was asked for) of each matmul
+    of its graph, traced with tf.function; None when it cannot be traced (it uses NumPy on tensors, say)."""
+    import tensorflow as tf
+
+    try:
+        graph = tf.function(sharded_sum).get_concrete_function(batch, weights, devices).graph
+    except Exception:
+        return None
+    return [op.device.split("device:")[-1] if "device:" in op.device else "CPU:0"
+            for op in graph.get_operations() if op.type in MATMUL_OPS]
+
+
 def _collect_shards(sharded_sum, cpus, rows, seed):
-    """One case: what sharded_sum returned, as plain data (values as arrays, devices as 'CPU:k' or None)."""
+    """One case: what sharded_sum returned, as plain data (values as arrays, devices as 'CPU:k' or None), and where
+    its matmuls run (see :func:`_matmul_devices`)."""
     import numpy as np
     import tensorflow as tf
 
     batch, weights = _shard_data(seed, rows)
+    devices = [_device_name(c) for c in cpus]
     try:
-        out = sharded_sum(tf.constant(batch), tf.constant(weights), [_device_name(c) for c in cpus])
+        out = sharded_sum(tf.constant(batch), tf.constant(weights), devices)
     except Exception as err:
         return {"raised": short_error(err)}
+    matmuls = _matmul_devices(sharded_sum, tf.constant(batch), tf.constant(weights), devices)
     if not (isinstance(out, (list, tuple)) and len(out) == 2 and isinstance(out[1], (list, tuple))):
         return {"shape": f"{type(out).__name__} {out!r:.60}"}
     total, partials = out
     try:
         return {"total": np.asarray(total, dtype="float64"), "total_on": _ran_on(total),
-                "partials": [np.asarray(p, dtype="float64") for p in partials], "on": [_ran_on(p) for p in partials]}
+                "partials": [np.asarray(p, dtype="float64") for p in partials], "on": [_ran_on(p) for p in partials],
+                "matmuls": matmuls}
     except Exception as err:
         return {"shape": f"values that are not arrays of numbers ({short_error(err, 80)})"}
 
@@ -297,7 +321,7 @@ class ShardedSum(Exercise):
             if len(found["partials"]) != len(cpus):
                 fb.wrong(f"for {words}: {len(found['partials'])} partial sums; give one per device, {len(cpus)} here.")
                 return fb
-            where.append((words, cpus, found["on"]))
+            where.append((words, cpus, found["on"], found.get("matmuls")))
             right, whole = _reference_shard_sums(seed, rows, len(cpus))
             values.append((words, found["partials"], right, _reference_shard_sums(seed, rows, len(cpus), True)[0],
                            whole, rows % len(cpus)))
@@ -309,10 +333,18 @@ class ShardedSum(Exercise):
 
     @staticmethod
     def _judge_placement(fb, where):
-        for words, cpus, on in where:
+        for words, cpus, on, matmuls in where:
             wanted = [f"CPU:{c}" for c in cpus]
-            if on == wanted:
+            products_placed = (not isinstance(matmuls, list) or not matmuls
+                               or sorted(map(str, matmuls)) == sorted(wanted))
+            if on == wanted and products_placed:
                 continue
+            if on == wanted:
+                fb.wrong(f"for {words}: the partial sums end on their devices, but the matmuls ran on "
+                         f"{', '.join(sorted(set(map(str, matmuls))))}: each device must do its own piece of the work "
+                         f"(its shard @ weights), not only the last sum.",
+                         answer="Put the matmul of shard i inside `with tf.device(devices[i]):` too.")
+                return
             if any(device is None for device in on):
                 fb.wrong(f"for {words}: some partial sums are not tensors (NumPy values have no .device): return the "
                          f"tensors each device computed.")

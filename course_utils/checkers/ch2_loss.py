@@ -10,14 +10,17 @@ GLOBAL_BATCH = 64
 WEIGHT_DECAY = 0.01
 KERNEL_SHAPES = ((6, 4), (4, 10))  # the checker's kernels (mirrored variables); its logits are its own too
 LOSS_KEY_BASE = 10_000  # the collectives of exercise 2's checker strategy are numbered from here
+OTHER_REPLICAS = 4  # the checker's second strategy: a number of replicas typed into compute_loss is found out
 _KERNELS = {}
 
 
-def _checker_strategy():
-    """A MirroredStrategy over this process's logical CPUs (at most 8, a divisor of 64), made once (see
-    :func:`.ch2_build.checker_strategy`)."""
+def _checker_strategy(replicas=None):
+    """A MirroredStrategy over ``replicas`` logical CPUs (default: this process's, at most 8, a divisor of 64), made
+    once (see :func:`.ch2_build.checker_strategy`)."""
     cpus = logical_cpus()
-    return checker_strategy(max(k for k in (1, 2, 4, 8) if k <= len(cpus)), LOSS_KEY_BASE)
+    if replicas is None:
+        return checker_strategy(max(k for k in (1, 2, 4, 8) if k <= len(cpus)), LOSS_KEY_BASE)
+    return checker_strategy(replicas, LOSS_KEY_BASE + 1000 * replicas)
 
 
 def _loss_inputs(seed):
@@ -45,14 +48,15 @@ def _checker_kernels(strategy, values):
     return _KERNELS[strategy]
 
 
-def _run_compute_loss(compute_loss, seed):
+def _run_compute_loss(compute_loss, seed, replicas=None):
     """Run ``compute_loss`` in every replica (eagerly: no trace to build) on its slice of the batch of ``seed``, with
     the checker's kernels, under a tape that watches the logits. Returns per replica (loss, gradient with respect to
-    its logits, gradients with respect to the kernels), as arrays (None for a gradient the tape did not record)."""
+    its logits, gradients with respect to the kernels), as arrays (None for a gradient the tape did not record).
+    ``replicas``: the strategy's (see :func:`_checker_strategy`)."""
     import numpy as np
     import tensorflow as tf
 
-    strategy = _checker_strategy()
+    strategy = _checker_strategy(replicas)
     n = strategy.num_replicas_in_sync
     labels, logits, values = _loss_inputs(seed)
     kernels = _checker_kernels(strategy, values)
@@ -143,7 +147,8 @@ class LossScaling(Exercise):
         batch drawn from ``seed``, with the checker's kernels (mirrored variables). What crosses: ``loss``, one of
         {"state": "none"}, {"state": "not callable", "type": name}, {"state": "raised", "error": short error,
         "detail": the error's text (cut)} and {"state": "ran", "replicas": per replica [loss, gradient with respect to
-        its logits, gradient with respect to each kernel] (arrays, None where the tape recorded nothing)};
+        its logits, gradient with respect to each kernel] (arrays, None where the tape recorded nothing), and "other":
+        the same for a strategy of OTHER_REPLICAS replicas (or the error it raised there)};
         ``reduce_op``: {"none": whether it is None, "value": its ``.value`` (or itself) when that is a string, else
         None, "repr": its repr (cut)}."""
         if compute_loss is None:
@@ -156,6 +161,12 @@ class LossScaling(Exercise):
                     loss = {"state": "ran", "replicas": _run_compute_loss(compute_loss, seed)}
             except Exception as err:
                 loss = {"state": "raised", "error": short_error(err), "detail": " ".join(str(err).split())[:4000]}
+            if loss["state"] == "ran" and len(loss["replicas"]) != OTHER_REPLICAS:
+                try:
+                    with quiet_tensorflow():
+                        loss["other"] = _run_compute_loss(compute_loss, seed, OTHER_REPLICAS)
+                except Exception as err:
+                    loss["other"] = short_error(err)
         try:
             op = getattr(reduce_op, "value", reduce_op)
             shown = repr(reduce_op)[:200]
@@ -174,7 +185,9 @@ class LossScaling(Exercise):
         elif loss["state"] == "not callable":
             fb.wrong(f"compute_loss should be a function (labels, logits, kernels) -> loss, got {loss['type']}.")
         else:
+            before = fb.points
             kind = self._judge_loss(fb, loss, seed)
+            self._judge_other_replicas(fb, loss, seed, fb.points - before)
         op = _reduce_op_name(reduce_op["value"])
         replicas = len(loss["replicas"]) if loss["state"] == "ran" and type(loss["replicas"]) is list else 8
         if reduce_op["none"]:
@@ -196,6 +209,26 @@ class LossScaling(Exercise):
         else:
             fb.wrong(f"reduce_op should be a tf.distribute.ReduceOp (SUM or MEAN), got {reduce_op['repr']}.")
         return fb
+
+    @staticmethod
+    def _judge_other_replicas(fb, loss, seed, earned):
+        """The loss that earned ``earned`` points with the checker's first strategy loses those the second one's run
+        does not earn: a number of replicas typed in (penalty / 8) is right for one strategy only."""
+        if not earned or "other" not in loss:
+            return
+        if isinstance(loss["other"], str):
+            lost, said = earned, f"compute_loss raised {loss['other'][:200]}."
+        else:
+            other = Feedback()
+            LossScaling._judge_loss(other, {"state": "ran", "replicas": loss["other"]}, seed)
+            lost, said = earned - max(0, other.points), "the replicas' summed gradients are not the objective's."
+        if lost > 0:
+            fb.points -= lost
+            fb.wrong(f"with the checker's second strategy, of {OTHER_REPLICAS} replicas, {said} Right with "
+                     f"{len(loss['replicas'])} replicas only: does compute_loss divide by a number of replicas typed "
+                     f"in rather than by the strategy's?",
+                     answer="tf.nn.scale_regularization_loss divides by the running strategy's num_replicas_in_sync "
+                            "(tf.distribute.get_strategy().num_replicas_in_sync).")
 
     @staticmethod
     def _judge_loss(fb, loss, seed):

@@ -23,7 +23,8 @@ def _plan_strategy(replicas):
 def _plan_cases(seed):
     """The checker's cases, drawn from ``seed``: (replicas, per_replica_batch, base_learning_rate, base_batch,
     examples). The first case tunes the rate for one replica's batch (the notebook's situation), the others for
-    another batch; no number of examples is a multiple of the global batch (an epoch ends with a smaller batch)."""
+    another batch; in every case but the last an epoch ends with a smaller batch, in the last the examples fill whole
+    global batches (so adding a step to the division is no rounding up)."""
     import numpy as np
 
     rng = np.random.default_rng([seed, 21])
@@ -33,8 +34,10 @@ def _plan_cases(seed):
         base_batch = per_replica if index == 0 else int(rng.choice([b for b in (32, 64, 128, 256)
                                                                     if b not in (per_replica, per_replica * replicas)]))
         rate = float(rng.choice([0.005, 0.01, 0.02, 0.05, 0.1]))
-        examples = int(rng.integers(5_000, 60_000))
-        if examples % (per_replica * replicas) == 0:
+        examples, global_batch = int(rng.integers(5_000, 60_000)), per_replica * replicas
+        if index == len(PLAN_REPLICAS) - 1:
+            examples -= examples % global_batch
+        elif examples % global_batch == 0:
             examples += 1
         cases.append((replicas, per_replica, rate, base_batch, examples))
     return cases
@@ -89,7 +92,10 @@ def _reference_plan_slips(case, global_batch=None):
                                        f"and it is a step too.", "Round the division up: -(-examples // global)."),
             (-(-examples // per_replica), "that counts steps of the per-replica batch; one step processes one "
                                           "GLOBAL batch, split over the replicas.", ""),
-        ],
+        ] + ([(examples // global_batch + 1, f"{examples:,} examples fill exactly {examples // global_batch:,} global "
+                                             f"batches here: there is no smaller last batch, so no step to add. "
+                                             f"Round up rather than add one.",
+               "Round the division up: -(-examples // global).")] if examples % global_batch == 0 else []),
     }
 
 

@@ -22,12 +22,14 @@ def unit_slip(raw, right):
 
 
 # Exercise 3: the block one device holds, and how many devices hold each block, of a rank-3 tensor on a mesh the
-# chapter did not draw (visualize_sharding prints both: the prediction counts only before it is imported).
+# chapter did not draw (visualize_sharding and explore_layout print both: the prediction counts only before they are
+# imported or used).
 SHARD_MESH = [("batch", 2), ("model", 4)]
 T_SHAPE = (8, 12, 16)
 SHARD_LAYOUTS = {"a": ["batch", UNSHARDED, UNSHARDED], "b": [UNSHARDED, "model", "batch"],
                  "c": ["model", UNSHARDED, UNSHARDED], "d": [UNSHARDED, UNSHARDED, UNSHARDED]}
-VISUALIZE_SHARDING = "course_utils.viz:visualize_sharding"
+SHARD_TOOLS = ("course_utils.viz:visualize_sharding", "course_utils.explorer:explore_layout",
+               "course_utils.explorer:layout_explorer")
 
 
 def _reference_shards():
@@ -45,7 +47,7 @@ def _reference_shards():
 class ShardShapes(Exercise):
     title = "Predict shard shapes and copies"
     points = 4
-    revealed_by = (VISUALIZE_SHARDING,)
+    revealed_by = SHARD_TOOLS
     hints = (
         "Divide each tensor axis by the size of the mesh axis named in its spec. This mesh is not the chapter's: "
         "which axis has 2 devices, which has 4?",
@@ -181,7 +183,8 @@ class WhichCollective(Exercise):
             if given == other_plans.get(key):
                 return (f"{case}: gathering w whole along k is a plan that gives the right y, but it is not the one "
                         f"DTensor runs. DTensor moves no operand it can avoid moving: what can each device do with "
-                        f"the columns of x it already holds? (Check with collectives_run_by.)", why)
+                        f"the columns of x it already holds? (collectives_run_by would show it, but using it voids "
+                        f"the checks of this exercise that come after.)", why)
             if truth == "none":
                 return f"{case}: does any device hold only part of the contracted axis k?", why
             if given == "none":

@@ -13,7 +13,7 @@ from .answers import (UNSHARDED, as_collective, global_numpy, layout_of, logical
 from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
-from .reach import tools_used_by
+from .reach import calls_recorded
 
 
 BUDGET_CASES = (  # (name, mesh axes, x's shape, w's shape, budget: the bytes of w one device may hold)
@@ -25,6 +25,8 @@ X_CHOICES = (["batch", UNSHARDED], ["batch", "model"])  # x's examples stay over
 W_CHOICES = ([UNSHARDED, UNSHARDED], [UNSHARDED, "model"], ["model", UNSHARDED])
 RESULT_KEYS = ("y", "x_layout", "w_layout", "collective")
 MEASURING_TOOLS = ("course_utils.profiling:collectives_run_by",)  # a prediction made with these is a measurement
+PLACING_TOOLS = ("course_utils.packing:pack_batch", "tensorflow.dtensor.python.api:copy_to_mesh",
+                 "tensorflow.dtensor.python.api:pack")  # what puts a host value on the mesh: y must not be one
 _MEASURED = {}  # (case, x specs, w specs) -> what the checker's own run of that product showed
 _PRODUCT = []  # the checker's tf.function product, made on first use
 
@@ -185,16 +187,27 @@ def _as_layout(raw, mesh, name):
 def _collect_case(sharded_product, case, seed):
     """Call the learner's function on one case; what it gave, as plain data (nothing is judged here).
 
-    A dict with ``mesh`` (the Mesh passed) and either ``error`` and ``error_text`` (the exception, short
+    A dict with ``mesh`` (the Mesh passed), ``placed`` (the host values it put on the mesh with PLACING_TOOLS, as
+    arrays) and either ``error`` and ``error_text`` (the exception, short
     and in full, when the function raised), ``returned`` (the type and start of a result that is not
     four values) or ``y``, ``x_layout``, ``w_layout`` and ``collective`` as the function returned them.
     """
     _, dims, _, _, budget = case
     mesh = _case_mesh(dims)
     x, w = _case_data(case, seed)
-    found = {"mesh": mesh}
+    found = {"mesh": mesh, "placed": []}
+
+    def host_values(name, args, kwargs):  # what the function puts on the mesh from the host
+        values = args[0] if name == "pack" and args else args[:1]
+        for value in list(values)[:16]:
+            if layout_of(value) is None and len(found["placed"]) < 64:
+                try:
+                    found["placed"].append(global_numpy(value))
+                except Exception:  # a symbolic tensor (a tf.function tracing): nothing to look at
+                    pass
     try:
-        out = sharded_product(mesh, x.copy(), w.copy(), budget)
+        with calls_recorded(PLACING_TOOLS, on_call=host_values):
+            out = sharded_product(mesh, x.copy(), w.copy(), budget)
     except Exception as err:
         found["error"] = short_error(err, limit=260).split(" Input tensor is:")[0]  # not the DTensor's dump
         found["error_text"] = " ".join(str(err).split())[:20000]
@@ -206,6 +219,22 @@ def _collect_case(sharded_product, case, seed):
         return found
     found.update(zip(RESULT_KEYS, out))
     return found
+
+
+def _product_placed(placed, want):
+    """Whether one of the host values a function placed (``placed``, arrays) is x @ w (``want``) or a block of it."""
+    import numpy as np
+
+    for value in placed if isinstance(placed, list) else []:
+        value = np.asarray(value, dtype="float64")
+        if value.ndim != 2 or 0 in value.shape or any(n % m for n, m in zip(want.shape, value.shape)):
+            continue
+        rows, columns = value.shape
+        for i in range(0, want.shape[0], rows):
+            for j in range(0, want.shape[1], columns):
+                if np.allclose(value, want[i:i + rows, j:j + columns], rtol=1e-4, atol=1e-4):
+                    return True
+    return False
 
 
 def _raised_text(raised, text, case):
@@ -330,16 +359,19 @@ class BudgetProduct(Exercise):
         """Run ``sharded_product`` on the three cases, x and w drawn from ``seed``.
 
         Crosses: ``{"callable": False, "type": name}`` for an answer that is not a function, else
-        ``{"callable": True, "measures": ..., "cases": [...]}``: the tools of MEASURING_TOOLS the function calls (see
-        :func:`.reach.tools_used_by`), and one dict per case of :data:`BUDGET_CASES`, in order: the Mesh passed and
+        ``{"callable": True, "measures": ..., "cases": [...]}``: the tools of MEASURING_TOOLS the function called while
+        it ran (see :func:`.reach.calls_recorded`), and one dict per case of :data:`BUDGET_CASES`, in order: the Mesh
+        passed and
         what the function returned or raised (see :func:`_collect_case`; DTensors, Layouts, lists of specs and
         predictions cross as data).
         """
         if not callable(sharded_product):
             return {"callable": False, "type": type(sharded_product).__name__}
-        with quiet_tensorflow():
-            return {"callable": True, "measures": tools_used_by(sharded_product, MEASURING_TOOLS),
-                    "cases": [_collect_case(sharded_product, case, seed) for case in BUDGET_CASES]}
+        from .. import packing  # noqa: F401 - loaded, so that calls_recorded watches pack_batch
+
+        with quiet_tensorflow(), calls_recorded(MEASURING_TOOLS) as measures:
+            cases = [_collect_case(sharded_product, case, seed) for case in BUDGET_CASES]
+        return {"callable": True, "measures": list(measures), "cases": cases}
 
     def _judge_case(self, given, case, seed):
         """The findings of one case from what collect sent: the checker runs its own product for the layouts
@@ -376,7 +408,10 @@ class BudgetProduct(Exercise):
             return found
         found.update(x_specs=x_specs, w_specs=w_specs, run=run)
         x, w = _case_data(case, seed)
-        found["value"] = self._judge_y(y, mesh, run, x.astype("float64") @ w.astype("float64"))
+        want = x.astype("float64") @ w.astype("float64")
+        found["value"] = (self._judge_y(y, mesh, run, want) if not _product_placed(given.get("placed"), want) else
+                          "y is x @ w computed on the host and then placed on the mesh; place x and w, and let the "
+                          "product run on the mesh.")
         return found
 
     @staticmethod

@@ -5,7 +5,7 @@ import re
 from .answers import UNSHARDED, global_numpy, layout_of, logical_cpus, mesh_dims, quiet_tensorflow, short_error, specs
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
-from .reach import tools_used_by
+from .reach import calls_recorded, tools_used_by
 
 
 def by_label(answer, labels, aliases=None):
@@ -389,12 +389,16 @@ class PackByHand(Exercise):
     def collect(self, pack_by_hand, seed=0):
         """Runs ``pack_by_hand`` on every case of PACK_CASES with x drawn from ``seed``. What crosses: {"callable":
         False, "type": name}, or {"callable": True, "used": the tools of HAND_TOOLS it calls (by name or alias, see
-        :func:`.reach.tools_used_by`), "cases": per case what :func:`_collect_pack` found}."""
+        :func:`.reach.tools_used_by`; or looked up while it ran, :func:`.reach.calls_recorded`),
+        "cases": per case what :func:`_collect_pack` found}."""
         if not callable(pack_by_hand):
             return {"callable": False, "type": type(pack_by_hand).__name__}
-        with quiet_tensorflow():
-            return {"callable": True, "used": tools_used_by(pack_by_hand, HAND_TOOLS),
-                    "cases": [_collect_pack(pack_by_hand, case, seed) for case in PACK_CASES]}
+        from .. import packing  # noqa: F401 - loaded, so that its tools are among those calls_recorded watches
+
+        with quiet_tensorflow(), calls_recorded(HAND_TOOLS) as called:
+            cases = [_collect_pack(pack_by_hand, case, seed) for case in PACK_CASES]
+        used = tools_used_by(pack_by_hand, HAND_TOOLS)
+        return {"callable": True, "used": used + [name for name in called if name not in used], "cases": cases}
 
     def judge(self, data, seed=0):
         """Grades what :meth:`collect` found against the blocks of each case for ``seed``."""

@@ -298,13 +298,13 @@ class Exercise:
         return Result(points, self.max_points, status, message)
 
     def _revealed_message(self, tools, points):
-        """What a check says when a tool of ``revealed_by`` was in reach (``points``: what the answers would earn)."""
+        """What a check says when a tool of ``revealed_by`` was in reach: nothing of how the answers would score."""
         names = " and ".join(f"`{str(name)[:60]}`" for name in tools[:3])
-        return (f"  {NO_MARK} This notebook had imported {names} before this check, and it prints this exercise's "
-                f"answer. The exercise asks for your prediction first: it counts only when it is checked before "
-                f"the tool is imported. Restart the kernel, run the cells from the top down to this exercise (the "
-                f"notebook imports the tool after it), and check again.\n"
-                f"  (Judged anyway, your answer would earn {points}/{self.max_points}.)")
+        return (f"  {NO_MARK} This notebook had imported or used {names} before this check, and it prints this "
+                f"exercise's answer. The exercise asks for your prediction first: it counts only when it is checked "
+                f"before the tool is imported or used, so this check was not counted. Restart the kernel, run the "
+                f"cells from the top down to this exercise (the notebook imports the tool after it), and check "
+                f"again.")
 
     def check(self, *args, **kwargs):
         """Grade the answer and print the feedback (with ``teach_first``, the first wrong one without the answer)."""

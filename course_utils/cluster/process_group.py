@@ -68,7 +68,7 @@ def launch_program(argv, environ, log_file, netns=None):
     that, on Linux, dies with this process, in the network namespace ``netns`` if given.
 
     Example:
-        >>> with open("munged.log", "ab") as log_file:
+        >>> with open(folder / "munged.log", "ab") as log_file:  # doctest: +SKIP
         ...     process = launch_program(["munged", "--foreground"], dict(os.environ), log_file)
     """
     return subprocess.Popen(

@@ -182,6 +182,29 @@ def test_ch1_q2_right_answers_in_any_readable_form():
     assert_correct(grade(1, "q2", [" True" if v else "false" for v in right]))  # words, any case
 
 
+def test_ch1_q2_a_prediction_read_from_f_is_refused(monkeypatch, solution_cells):
+    """The fresh-eyes review of issue 37: calling the exercise's f seven times and reading its tracing count passed
+    as a prediction. A check made once f (or a copy of it) has traced scores 0 and says why."""
+    import tensorflow as tf
+
+    from course_utils.checkers import reach
+
+    code = solution_cells["ch1-q2"].split("# BEGIN SOLUTION")[0]
+    namespace = {"tf": tf}
+    exec(code, namespace)
+    monkeypatch.setattr(reach, "learner_namespace", lambda: namespace)
+    right = list(ch1._reference_traces())
+    assert_correct(exercises(1).q2.evaluate(right))  # f defined, never called
+    copy = tf.function(namespace["f"].python_function)
+    namespace["g"] = copy
+    copy(tf.constant([1.0]), training=True)
+    assert_hint(exercises(1).q2.evaluate(right), "f has already traced 1 time(s)", "before f is called", points=0)
+    del namespace["g"]
+    for call in ch1.CALLS:
+        eval(call, namespace)
+    assert_hint(exercises(1).q2.evaluate(right), "f has already traced 5 time(s)", points=0)
+
+
 def test_ch1_q2_tracing_hints():
     right = list(ch1._reference_traces())
     assert_hint(grade(1, "q2", [True, False] * 3 + [True]), "5 of the 7 predictions are wrong")  # a guessed pattern
@@ -266,6 +289,15 @@ def test_ch1_q3_gradient_tape(cpus8):
         dx = (f(w, x + h) - f(w, x)) / h
         return dw, dx
     assert_hint(grade(1, "q3", difference_quotient), "close, but not exact", points=0)
+
+    def of_the_mean(f, w, x):  # the fresh-eyes review of issue 37: "not the derivative of f" did not say why
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_mean(f(w, x))
+        return tape.gradient(y, [w, x])
+    result = grade(1, "q3", of_the_mean)
+    assert_hint(result, "1/3 of the derivative", "gradient of its MEAN", "Pass f(w, x) itself", points=0)
+    assert "Pass f(w, x)" not in exercises(1).q3._evaluate((of_the_mean,), {}, first_try=True).message
     assert_hint(grade(1, "q3", lambda f, w, x: (9.0, 12.0)), "returns 9.0 whatever f, w and x", points=0)  # typed
     assert_hint(grade(1, "q3", lambda f, w, x: (tf.fill([5], tf.reduce_sum(w)), tf.fill([5], tf.reduce_sum(x)))),
                 "shape [5]", points=0)
@@ -331,6 +363,35 @@ def test_ch1_q4_sharded_sum(cpus8):
                 points=2)
     first = exercises(1).q4._evaluate((_sharded(place="index"),), {}, first_try=True).message
     assert "the position in the list" in first and "Open `with tf.device(devices[i])" not in first
+
+
+def test_ch1_q4_the_matmuls_must_run_on_the_devices_too(cpus8):
+    """The fresh-eyes review of issue 37: the matmuls on CPU:0 and only the last reduce_sum under each device passed
+    (the checker read only the results' .device). The matmuls' devices are read from the traced graph."""
+    import numpy as np
+    import tensorflow as tf
+
+    def products_on_cpu0(batch, weights, devices):
+        rows, n = batch.shape[0], len(devices)
+        sizes = [len(part) for part in np.array_split(np.arange(rows), n)]
+        products = [tf.matmul(shard, weights) for shard in tf.split(batch, sizes)]  # all on the default device
+        partials = []
+        for device, product in zip(devices, products):
+            with tf.device(device):
+                partials.append(tf.reduce_sum(product, axis=0))
+        with tf.device(devices[0]):
+            return tf.add_n(partials), partials
+    assert_hint(grade(1, "q4", products_on_cpu0), "but the matmuls ran on CPU:0", "its shard @ weights", points=2)
+
+    def sums_first(batch, weights, devices):  # another right form: each device sums its shard, then multiplies
+        sizes = [len(part) for part in np.array_split(np.arange(batch.shape[0]), len(devices))]
+        partials = []
+        for device, shard in zip(devices, tf.split(batch, sizes)):
+            with tf.device(device):
+                partials.append(tf.linalg.matvec(weights, tf.reduce_sum(shard, axis=0), transpose_a=True))
+        with tf.device(devices[0]):
+            return tf.add_n(partials), partials
+    assert_correct(grade(1, "q4", sums_first))
 
 
 def test_ch1_q4_what_the_function_returns(cpus8):

@@ -85,7 +85,24 @@ def test_ch2_q1_cases_come_from_the_seed():
     for drawn in cases:
         assert [case[0] for case in drawn] == list(ch2_plan.PLAN_REPLICAS)
         assert drawn[0][1] == drawn[0][3] and all(case[3] != case[1] for case in drawn[1:])  # tuned for another batch
-        assert all(case[4] % (case[0] * case[1]) for case in drawn)  # every epoch ends with a smaller batch
+        assert all(case[4] % (case[0] * case[1]) for case in drawn[:-1])  # these epochs end with a smaller batch
+        assert drawn[-1][4] % (drawn[-1][0] * drawn[-1][1]) == 0  # this one fills whole batches
+
+
+def test_ch2_q1_adding_a_step_is_no_rounding_up(cpus8):
+    """The fresh-eyes review of issue 37: steps = examples // global + 1 passed (no case divided evenly). The first
+    wrong check says what is wrong without the formula; the second gives it."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MirroredStrategy(cpus8)
+
+    def plus_one(strategy, per_replica_batch, base_learning_rate, base_batch, examples):
+        global_batch, learning_rate, _ = _plan()(strategy, per_replica_batch, base_learning_rate, base_batch, examples)
+        return global_batch, learning_rate, examples // global_batch + 1
+    assert_hint(grade(2, "q1", strategy, plus_one), "no step to add", "-(-examples // global)", points=3)
+    for wrong, said in ((plus_one, "no step to add"), (_plan(steps="floor"), "the last, smaller batch")):
+        first = exercises(2).q1._evaluate((strategy, wrong), {}, first_try=True).message
+        assert said in first and "-(-examples" not in first, first
 
 
 def _loss_fns():
@@ -147,6 +164,31 @@ def test_ch2_q2_loss_scaling_inside_strategy_run(cpus8):
     assert_hint(grade(2, "q2", f["right"], None), "reduce_op: not answered yet", points=2)
     assert_hint(grade(2, "q2", lambda y, z, k: 1 / 0, SUM), "ZeroDivisionError", points=1)
     assert_hint(grade(2, "q2", lambda y, z: 0.0, SUM), "compute_loss raised", points=1)  # the chapter's two arguments
+
+
+def test_ch2_q2_a_typed_number_of_replicas_is_found_out(cpus8):
+    """The fresh-eyes review of issue 37: penalty / 8 (the notebook's replicas, typed in) passed, since the checker
+    tried 8 replicas only. Its second strategy has OTHER_REPLICAS."""
+    import tensorflow as tf
+    import tf_keras
+
+    none = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=tf_keras.losses.Reduction.NONE)
+    G, decay = ch2_loss.GLOBAL_BATCH, ch2_loss.WEIGHT_DECAY
+
+    def typed_in(labels, logits, kernels):
+        penalty = decay * tf.add_n([tf.reduce_sum(k ** 2) for k in kernels])
+        return tf.nn.compute_average_loss(none(labels, logits), global_batch_size=G) + penalty / 8
+    result = grade(2, "q2", typed_in, "SUM")
+    assert_hint(result, f"second strategy, of {ch2_loss.OTHER_REPLICAS} replicas", "typed in",
+                "num_replicas_in_sync", points=2)
+    first = exercises(2).q2._evaluate((typed_in, "SUM"), {}, first_try=True).message
+    assert "typed in" in first and "get_strategy" not in first, first
+
+    def read_in(labels, logits, kernels):  # the strategy's number, read inside the replica: right
+        penalty = decay * tf.add_n([tf.reduce_sum(k ** 2) for k in kernels])
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        return tf.nn.compute_average_loss(none(labels, logits), global_batch_size=G) + penalty / replicas
+    assert_correct(grade(2, "q2", read_in, "SUM"))
 
 
 def test_ch2_q2_the_penalty(cpus8):

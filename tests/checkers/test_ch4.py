@@ -234,6 +234,66 @@ def test_ch4_q2_a_chapter_tool_is_not_packing_by_hand(cpus8):
     assert_hint(grade(4, "q2", relaid), "copy_to_mesh, relayout", points=0)
 
 
+NOTEBOOK_PACKING = """
+import tensorflow as tf
+from tensorflow.experimental import dtensor
+from course_utils import pack_batch
+
+def shard_slices(x, layout, where):  # the learner's own helper, named like the course's tool
+    block = x
+    for axis, spec in enumerate(layout.sharding_specs):
+        if spec != dtensor.UNSHARDED:
+            block = tf.split(block, layout.mesh.dim_size(spec), axis=axis)[where[spec]]
+    return block
+
+def own_helper(x, layout):
+    return dtensor.pack([shard_slices(x, layout, where) for where in layout.mesh.local_device_locations()], layout)
+
+def by_default(x, layout, _cut=pack_batch):
+    return _cut(x, layout)
+
+def looked_up(x, layout):
+    return getattr(dtensor, "copy_" + "to_mesh")(x, layout)
+
+def looked_up_in_course_utils(x, layout):
+    import course_utils.packing
+    return getattr(course_utils.packing, "pack_" + "batch")(x, layout)
+
+class Packer:
+    def __init__(self):
+        self.cut = pack_batch
+
+    def __call__(self, x, layout):
+        return self.cut(x, layout)
+
+class Placer:
+    def __call__(self, x, layout):
+        return dtensor.copy_to_mesh(x, layout)
+"""
+
+
+def test_ch4_q2_a_tool_reached_otherwise_is_found_and_a_namesake_is_not(cpus8):
+    """The fresh-eyes review of issue 37: a tool as a default argument, looked up at run time, or held by a callable
+    object passed "by hand"; a learner's own helper named shard_slices was refused."""
+    from course_utils import packing
+    from tensorflow.dtensor.python import api
+
+    notebook = {"__name__": "__main__"}
+    exec(NOTEBOOK_PACKING, notebook)
+    assert_correct(grade(4, "q2", notebook["own_helper"]))
+    for name, tool in [("by_default", "pack_batch"), ("looked_up", "copy_to_mesh"),
+                       ("looked_up_in_course_utils", "pack_batch")]:
+        assert_hint(grade(4, "q2", notebook[name]), f"pack_by_hand calls {tool}", "By hand means", points=0)
+    assert_hint(grade(4, "q2", notebook["Packer"]()), "pack_by_hand calls pack_batch", points=0)
+    assert_hint(grade(4, "q2", notebook["Placer"]()), "pack_by_hand calls copy_to_mesh", points=0)
+    import course_utils
+    from tensorflow.experimental import dtensor
+
+    # the stand-ins are gone after the check: every module holds the tools again
+    assert (dtensor.copy_to_mesh, vars(course_utils).get("pack_batch", packing.pack_batch)) == (
+        api.copy_to_mesh, packing.pack_batch)
+
+
 def test_ch4_q2_wrong_blocks(cpus8):
     import tensorflow as tf
     from tensorflow.experimental import dtensor
@@ -337,30 +397,55 @@ def test_ch4_q3_readable_forms():
     assert_correct(grade(4, "q3", shapes, {k: f" {v}" for k, v in copies.items()}))
 
 
+def _prediction_answers(name):
+    """The right answers of exercise 3, 4 or 5."""
+    return {"q3": ({k: shape for k, (shape, _) in ch4._reference_shards().items()},
+                   {k: n for k, (_, n) in ch4._reference_shards().items()}),
+            "q4": ({k: truth for k, (truth, _) in ch4._reference_collectives().items()},),
+            "q5": (COSTS,)}[name]
+
+
 @pytest.mark.parametrize("name, spec", [("q3", "course_utils.viz:visualize_sharding"),
+                                        ("q3", "course_utils.explorer:explore_layout"),
                                         ("q4", "course_utils.profiling:collectives_run_by"),
                                         ("q5", "course_utils.costs:matmul_cost")])
 def test_ch4_predictions_count_only_before_the_tool_that_prints_them(name, spec, monkeypatch):
-    """Exercises 3, 4 and 5 ask for a prediction that visualize_sharding, collectives_run_by and matmul_cost print:
-    a check made while the notebook holds the tool scores 0 and says so; the same answer scores before."""
+    """Exercises 3, 4 and 5 ask for a prediction that visualize_sharding (or explore_layout), collectives_run_by and
+    matmul_cost print: a check made while the notebook holds the tool, under any name but IPython's own, scores 0 and
+    says so, without saying how the answer would score; the same answer scores before."""
     import importlib
 
     from course_utils.checkers import reach
 
     module_name, _, tool = spec.partition(":")
-    answers = {"q3": ({k: shape for k, (shape, _) in ch4._reference_shards().items()},
-                      {k: n for k, (_, n) in ch4._reference_shards().items()}),
-               "q4": ({k: truth for k, (truth, _) in ch4._reference_collectives().items()},),
-               "q5": (COSTS,)}[name]
+    answers = _prediction_answers(name)
     exercise = getattr(exercises(4), name)
-    assert exercise.revealed_by == (spec,)
-    namespace = {}
+    assert spec in exercise.revealed_by
+    namespace = {"_": importlib.import_module(module_name), "_i3": "from course_utils import " + tool}
     monkeypatch.setattr(reach, "learner_namespace", lambda: namespace)
     assert_correct(exercise.evaluate(*answers))
-    namespace["imported"] = getattr(importlib.import_module(module_name), tool)
+    namespace["_vs"] = getattr(importlib.import_module(module_name), tool)  # a private alias is an import too
     result = exercise.evaluate(*answers)
-    assert_hint(result, f"had imported `{tool}` before this check", "predict", points=0)
-    assert f"would earn {exercise.max_points}/{exercise.max_points}" in result.message
+    assert_hint(result, f"had imported or used `{tool}` before this check", "predict", "not counted", points=0)
+    assert "would earn" not in result.message and "Judged anyway" not in result.message
+
+
+def test_ch4_a_prediction_tool_used_then_deleted_still_counts(cpus8, monkeypatch):
+    """The fresh-eyes review of issue 37: import visualize_sharding (or matmul_cost), use it, del it, then check. The
+    tools record the notebook's calls; a checker's own calls (matmul_cost for exercise 5's reference) do not count."""
+    from course_utils import costs, viz
+    from course_utils.checkers import reach
+    from tensorflow.experimental import dtensor
+
+    monkeypatch.setattr(reach, "learner_namespace", lambda: {})
+    assert_correct(exercises(4).q5.evaluate(*_prediction_answers("q5")))  # the checker called matmul_cost itself
+    viz.visualize_sharding(dtensor.Layout(["batch", dtensor.UNSHARDED, dtensor.UNSHARDED],
+                                          dtensor.create_mesh([("batch", 2), ("model", 4)], devices=cpus8)))
+    assert_hint(exercises(4).q3.evaluate(*_prediction_answers("q3")), "used `visualize_sharding`", points=0)
+    costs.matmul_cost([8, 4], ["batch", "unsharded"], [4, 4], ["unsharded", "model"], {"batch": 2, "model": 4})
+    assert_hint(exercises(4).q5.evaluate(*_prediction_answers("q5")), "used `matmul_cost`", points=0)
+    reach.forget_calls()
+    assert_correct(exercises(4).q3.evaluate(*_prediction_answers("q3")))
 
 
 def test_ch4_the_exercise_notebook_imports_each_tool_after_its_prediction():
@@ -380,9 +465,11 @@ def test_ch4_the_exercise_notebook_imports_each_tool_after_its_prediction():
     ids = [cell_id for cell_id, _ in code]
     for exercise in exercises(4):
         cell = ids.index(notebook_cells()[4]["exercises"][exercise.name]["cell"])
-        for spec in exercise.revealed_by:
-            uses = [i for i, (_, source) in enumerate(code) if tool_name(spec) in source]
-            assert uses and min(uses) > cell, (exercise.name, spec, [ids[i] for i in uses])
+        uses = {spec: [i for i, (_, source) in enumerate(code) if tool_name(spec) in source]
+                for spec in exercise.revealed_by}
+        assert not exercise.revealed_by or any(uses.values()), exercise.name  # the notebook shows the answer later
+        for spec, cells in uses.items():
+            assert not cells or min(cells) > cell, (exercise.name, spec, [ids[i] for i in cells])
 
 
 Q4_LAYOUTS = {"a": (["model", "unsharded"], ["unsharded", "unsharded"]),
@@ -456,8 +543,11 @@ def test_ch4_q4_collectives():
                 "partial sums", points=4)
     assert_hint(grade(4, "q4", dict(right, e=("all-reduce", "batch"))), "not the collective DTensor runs",
                 "WHICH examples", points=4)
-    assert_hint(grade(4, "q4", dict(right, d=("all-gather", "model"))), "a plan that gives the right y",
-                "not the one DTensor runs", points=4)
+    other_plan = grade(4, "q4", dict(right, d=("all-gather", "model")))
+    assert_hint(other_plan, "a plan that gives the right y", "not the one DTensor runs", points=4)
+    # the tool that would show it voids the later checks of this exercise: the hint says so (the fresh-eyes review)
+    assert "voids the checks of this exercise that come after" in other_plan.message
+    assert "Check with collectives_run_by" not in other_plan.message
     assert_hint(grade(4, "q4", dict(right, a=True)), "answer 'none'", points=4)
     assert_hint(grade(4, "q4", dict(right, d=...)), "d: not answered yet", points=4)
     # Only `...` is a placeholder: a dict of empty answers is graded (two of them are right).
@@ -850,6 +940,45 @@ def test_ch4_q6_a_measurement_is_not_a_prediction(mesh42):
         return y, x_on, w_on, [(run.kind, run.axes) for run in runs] or "none"
     assert_hint(grade(4, "q6", measures_as_pairs), "sharded_product calls collectives_run_by",
                 "a measurement, not a prediction", points=3)
+
+
+def test_ch4_q6_a_product_computed_on_the_host_is_refused(mesh42):
+    """The fresh-eyes review of issue 37: y = pack_batch(x @ w, replicated layout), computed on the host, scored 4/4.
+    A host value equal to x @ w (or a block of it) put on the mesh is refused; y gathered on the mesh is not."""
+    import tensorflow as tf
+    from course_utils import pack_batch
+    from tensorflow.experimental import dtensor
+
+    right = _learner()
+
+    def on_the_host(mesh, x, w, budget):
+        _, x_layout, w_layout, collective = right(mesh, x, w, budget)
+        return pack_batch(x @ w, dtensor.Layout.replicated(mesh, rank=2)), x_layout, w_layout, collective
+
+    def blocks_on_the_host(mesh, x, w, budget):
+        y, x_layout, w_layout, collective = right(mesh, x, w, budget)
+        layout = dtensor.fetch_layout(y)
+        rows = np.split(x @ w, mesh.dim_size("batch"), axis=0)
+        blocks = [tf.constant(rows[where["batch"]]) for where in mesh.local_device_locations()]
+        if layout.sharding_specs[1] != "unsharded":
+            return on_the_host(mesh, x, w, budget)
+        return dtensor.pack(blocks, layout), x_layout, w_layout, collective
+    for learner in (on_the_host, blocks_on_the_host):
+        assert_hint(grade(4, "q6", learner), "computed on the host and then placed on the mesh", points=3)
+    assert_correct(grade(4, "q6", _learner(give_y="replicated")))
+
+
+def test_ch4_q6_a_measuring_tool_that_never_runs_is_no_measurement(mesh42):
+    """Only a call that runs makes the prediction a measurement (a debug branch that never runs does not)."""
+    from course_utils import collectives_run_by
+
+    right = _learner()
+
+    def with_debug(mesh, x, w, budget, debug=False):
+        if debug:
+            print(collectives_run_by(lambda: None))
+        return right(mesh, x, w, budget)
+    assert_correct(grade(4, "q6", with_debug))
 
 
 def test_ch4_q6_the_result(mesh42):

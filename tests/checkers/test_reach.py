@@ -33,8 +33,21 @@ def test_tools_in_reach_by_name_alias_and_module(tool_module):
     assert reach.tools_in_reach([SPEC], {"peek": tool_module.reveal}) == ["reveal"]  # an alias
     assert reach.tools_in_reach([SPEC], {"tools": tool_module}) == ["reveal"]  # import ... as tools
     assert reach.tools_in_reach([SPEC], {"other": tool_module.other, "x": 3}) == []
-    # IPython's output cache and history, and private names, are not the notebook's imports
-    assert reach.tools_in_reach([SPEC], {"_": tool_module.reveal, "_3": tool_module, "Out": {1: tool_module}}) == []
+    # IPython's output cache and history are not the notebook's imports; a private name of the learner's is one
+    assert reach.tools_in_reach([SPEC], {"_": tool_module.reveal, "_3": tool_module, "_i2": "import it",
+                                         "__": tool_module, "_oh": {1: tool_module}, "Out": {1: tool_module}}) == []
+    assert reach.tools_in_reach([SPEC], {"_peek": tool_module.reveal}) == ["reveal"]
+
+
+def test_a_tool_that_reveals_is_in_reach_once_called_though_its_name_is_gone(tool_module, monkeypatch):
+    monkeypatch.setattr(reach, "_CALLED", set())
+    tool_module.reveal = reach.reveals(tool_module.reveal)
+    assert eval("reveal(3)", {"reveal": tool_module.reveal, "__name__": "course_utils.checkers.ch4"}) == 3
+    assert reach.tools_in_reach([SPEC], {}) == []  # a call from course_utils (a checker's reference): not a notebook's
+    eval("reveal(4)", {"reveal": tool_module.reveal, "__name__": "__main__"})  # the notebook's call
+    assert reach.tools_in_reach([SPEC], {}) == ["reveal"]
+    reach.forget_calls()
+    assert reach.tools_in_reach([SPEC], {}) == []
 
 
 def test_tools_in_reach_reads_the_package_without_importing(tool_module):
@@ -104,8 +117,7 @@ def test_a_prediction_counts_only_before_the_tool_is_imported(tool_module, monke
     result = exercise.evaluate(42)
     assert (result.status, result.points) == ("incorrect", 0), str(result)
     assert "`reveal`" in result.message and "before the tool is imported" in result.message
-    assert "would earn 2/2" in result.message
-    assert "would earn 0/2" in exercise.evaluate(41).message
+    assert "not counted" in result.message and "would earn" not in result.message  # how it would score: not said
     del namespace["reveal"]
     assert exercise.evaluate(42).status == "correct"
 
