@@ -235,6 +235,8 @@ def test_a_mesh_of_several_processes_is_refused(cpus8, monkeypatch):
     mesh = dtensor.Mesh(["batch"], global_device_ids=np.arange(4), local_device_ids=[0, 1],
                         local_devices=["/job:localhost/replica:0/task:0/device:CPU:0",
                                        "/job:localhost/replica:0/task:0/device:CPU:1"])
-    monkeypatch.setattr(dtensor, "fetch_layout", lambda tensor: dtensor.Layout(["batch"], mesh))
+    from tensorflow.experimental import dtensor as real_dtensor  # the module itself: the lazy name's undo deletes
+
+    monkeypatch.setattr(real_dtensor, "fetch_layout", lambda tensor: dtensor.Layout(["batch"], mesh))
     with pytest.raises(ValueError, match="holds 2 of the mesh's 4 devices: the other blocks live in other clients"):
         _blocks(tf.zeros([4]))
