@@ -716,4 +716,5 @@ def test_ch8_the_sandbox_copy_states_no_answer(name):
     if name == "ch8":
         assert [cls.__name__ for cls in module.CHAPTER.exercises] == [cls.__name__ for cls in ch8.CHAPTER.exercises]
     if name == "ch8_build":
-        assert module.BudgetStep.hints == ch8_build.BudgetStep.hints
+        hints = module.BudgetStep.hints  # as many as the checker's, their texts served by the grader, not copied
+        assert len(hints) == len(ch8_build.BudgetStep.hints) and not set(hints) & set(ch8_build.BudgetStep.hints)
