@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -165,19 +166,30 @@ def test_the_driver_serves_a_hint_only_for_a_request_it_logs():
     assert logged == [{"hint": "q1", "level": 2}]
 
 
-def test_judging_has_a_memory_budget(tmp_path, monkeypatch):
-    import numpy as np
+def test_judging_has_a_memory_budget(tmp_path):
+    """In a fresh process, as the grader's judging runs: a process that has already freed memory (a pytest worker
+    after other tests) reuses it, so the budget would not see the allocation."""
+    code = textwrap.dedent(f"""
+        import numpy as np
+        from pathlib import Path
+        from course_utils.checkers import exercises
+        from course_utils.checkers.plain import dumps
+        from course_utils.grading import session
+        from course_utils.grading.session import judge_file
 
-    from course_utils.checkers.plain import dumps
-    from course_utils.grading import session
-
-    (tmp_path / "big.json").write_text(dumps({"state": "answered", "data": [np.ones(12 << 17)]}))  # 12 MiB
-    assert judge_file(exercises(3).q4, tmp_path / "big.json", 5)["status"] == "incorrect"  # judged: not 6 booleans
-    monkeypatch.setattr(session, "JUDGE_MEMORY", 8 << 20)
-    record = judge_file(exercises(3).q4, tmp_path / "big.json", 5)
-    assert record["status"] == "too large" and record["extra"] == "reading and judging them took more than 8 MiB"
-    big = bytearray(64 << 20)  # the budget ended with the judging
-    assert len(big) == 64 << 20
+        big = Path({str(tmp_path / "big.json")!r})
+        big.write_text(dumps({{"state": "answered", "data": [np.ones(12 << 17)]}}))  # 12 MiB
+        assert judge_file(exercises(3).q4, big, 5)["status"] == "incorrect"  # judged: not 6 booleans
+        session.JUDGE_MEMORY = 8 << 20
+        record = judge_file(exercises(3).q4, big, 5)
+        assert record["status"] == "too large", record
+        assert record["extra"] == "reading and judging them took more than 8 MiB", record
+        space = bytearray(64 << 20)  # the budget ended with the judging
+        print("ok", len(space) == 64 << 20)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.stdout.split()[-2:] == ["ok", "True"], done.stdout[-2000:] + done.stderr[-2000:]
 
 
 def test_notebooks_are_read_without_nbformat_and_a_repeated_cell_id_names_its_first_cell_only():
