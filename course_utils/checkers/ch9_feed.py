@@ -14,6 +14,10 @@ from .core import Exercise, Feedback
 from .reach import tools_used_by
 
 EPOCHS_READ = 2  # the checker reads each pipeline for two epochs: a shuffle must change the order between them
+# How much of its files' own record order a shuffled epoch may keep (see file_order_kept). Measured on 240 and 160
+# examples per pipeline: a buffer as large as the pipeline's share keeps about 0.0 (at most 0.09 in 16 runs), 100
+# about 0.1, 32 about 0.4 (0.6 after an interleave), 16 about 0.65, 2 or shuffling only the file names 0.99 to 1.
+ORDER_KEPT_MOST = 0.5
 
 
 def write_job_files(folder, files, records_per_file):
@@ -115,6 +119,30 @@ def _epochs(ids, more, per_epoch):
     """The first two epochs of a pipeline's ids: halves of what it gave, or ``per_epoch`` each if it never ended."""
     length = per_epoch if more else len(ids) // EPOCHS_READ
     return [ids[e * length:(e + 1) * length] for e in range(EPOCHS_READ)]
+
+
+def file_order_kept(ids, records_per_file):
+    """How much of each file's own record order a pipeline's epoch kept: the mean, over the files it read, of the rank
+    correlation between a record's index in its file and its place in the epoch (1: every file read in order, as
+    when only the file names are shuffled or the shuffle buffer is tiny; about 0: the records well mixed).
+
+    Args:
+        ids: the example ids in the order the pipeline gave them; id ``f * records_per_file + r`` is record ``r``
+            of file ``f`` (:func:`write_job_files`).
+        records_per_file: the records each file holds.
+
+    Example:
+        >>> file_order_kept([0, 1, 2, 10, 11, 12], 10), file_order_kept([2, 1, 0, 12, 11, 10], 10)
+        (1.0, -1.0)
+    """
+    import numpy as np
+
+    by_file = {}
+    for example in ids:
+        by_file.setdefault(example // records_per_file, []).append(example % records_per_file)
+    kept = [np.corrcoef(np.arange(len(records)), np.argsort(np.argsort(records)))[0, 1]
+            for records in by_file.values() if len(records) > 2]
+    return round(float(np.mean(kept)), 3) if kept else 0.0
 
 
 def _coverage(parts, everything):
@@ -287,7 +315,16 @@ def _judge_q1_shuffle(fb, runs):
                      f"must draw a new order each epoch.",
                      answer="Keep reshuffle_each_iteration=True, the default, and shuffle after any cache().")
             return
-    fb.right("the examples come shuffled, in a new order each epoch")
+        kept = file_order_kept(first, Q1_RECORDS_PER_FILE)
+        if kept > ORDER_KEPT_MOST:
+            fb.wrong(f"{who.capitalize()}'s pipeline reads each file's records in nearly their order (a rank "
+                     f"correlation of {kept:.2f} between a record's place in its file and in the epoch; a good "
+                     f"shuffle gives about 0): shuffling only the file names, or a shuffle buffer much smaller than "
+                     f"a file's {Q1_RECORDS_PER_FILE} records, leaves the examples almost unmixed.",
+                     answer="Shuffle the examples after parsing, with a buffer that holds many files' records (here "
+                            "a pipeline holds at most 240 examples: shuffle(1000) holds them all).")
+            return
+    fb.right("the examples come shuffled, well mixed, in a new order each epoch")
 
 
 class DatasetFnFromFiles(Exercise):

@@ -1,6 +1,8 @@
 """Chapter 9's checkers: a dataset_fn that reads files (q1), a shuffled and cached pipeline under DATA sharding (q2),
 who reads what under AUTO (q3) and where the logs go (q4): the right answers in several forms, the typical wrong
 answers with the hints they get, and what graded feedback holds back."""
+import random
+
 import pytest
 
 from course_utils.checkers import ch9, ch9_feed, exercises
@@ -173,6 +175,32 @@ def test_ch9_q1_shuffle_missing_or_frozen():
     for build in (interleaved_no_shuffle, frozen):
         assert_hint(grade(9, "q1", factory(build)), "the same order in both epochs", "reshuffle_each_iteration",
                     points=4)
+
+
+def test_ch9_q1_a_shuffle_that_leaves_the_files_in_order():
+    import tensorflow as tf
+
+    def names_only(files, c, batch):  # a new order of files each epoch, each file's records in order
+        return mine(files, c).shuffle(len(files)).flat_map(tf.data.TFRecordDataset).map(parse).batch(batch)
+
+    def buffer_of_two(files, c, batch):
+        return mine(files, c).flat_map(tf.data.TFRecordDataset).map(parse).shuffle(2).batch(batch)
+
+    def small_buffer_after_interleave(files, c, batch):
+        return mine(files, c).interleave(tf.data.TFRecordDataset, cycle_length=2).map(parse).shuffle(8).batch(batch)
+
+    for build in (names_only, buffer_of_two, small_buffer_after_interleave):
+        assert_hint(grade(9, "q1", factory(build)), "in nearly their order", "a buffer that holds many files",
+                    points=4)
+
+
+def test_ch9_file_order_kept():
+    from course_utils.checkers.ch9_feed import file_order_kept
+
+    assert file_order_kept(list(range(80)), 40) == 1.0
+    assert file_order_kept([3, 2, 1, 0, 7, 6, 5, 4], 4) == -1.0
+    assert abs(file_order_kept(random.Random(0).sample(range(400), 400), 40)) < 0.2
+    assert file_order_kept([0, 40], 40) == 0.0  # no file gave three records: nothing to tell
 
 
 def test_ch9_q1_unusable_answers():

@@ -118,7 +118,8 @@ def test_notebook_runs_alone_in_the_colab_like_environment(notebook, colab_pytho
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env.update(course_repository, PATH=f"{Path(python).parent}{os.pathsep}{env.get('PATH', '')}")
         nb = nbformat.read(content / Path(notebook).name, as_version=4)
-        client = NotebookClient(nb, km=colab_kernel(kernels, python), timeout=CELL_TIMEOUT, startup_timeout=120,
+        kernel = colab_kernel(kernels, python)
+        client = NotebookClient(nb, km=kernel, timeout=CELL_TIMEOUT, startup_timeout=120,
                                 resources={"metadata": {"path": str(content)}})
         try:
             client.execute(env=env)
@@ -126,6 +127,12 @@ def test_notebook_runs_alone_in_the_colab_like_environment(notebook, colab_pytho
             plain = re.sub(r"\x1b\[[0-9;]*m", "", str(err))  # IPython 7 colours its tracebacks
             pytest.fail(f"{notebook} failed in the Colab-like environment:\n{plain}", pytrace=False)
         finally:
+            # nbclient shuts down only the kernels it made: one it was given kept running (about 1 GiB each) until
+            # the worker ended, ten at once by the middle of a run
+            if client.kc is not None:
+                client.kc.stop_channels()
+            if kernel.has_kernel:
+                kernel.shutdown_kernel(now=True)
             if outputs:
                 (Path(outputs) / notebook).parent.mkdir(parents=True, exist_ok=True)
                 nbformat.write(nb, Path(outputs) / notebook)
