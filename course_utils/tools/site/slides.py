@@ -218,7 +218,12 @@ def slide_cells(slide, cell, notes, where):
         shown.outputs = [o for o in cell.get("outputs", []) if not (o.get("output_type") == "stream"
                                                                    and o.get("name") == "stderr")]
         if slide["show"] == "picture":
-            shown.outputs = [o for o in shown.outputs if any(mime in o.get("data", {}) for mime in PICTURES)]
+            pictures = {}  # one of each: a figure a cell returns is also drawn by the inline backend (two outputs)
+            for output in shown.outputs:
+                drawn = tuple(str(output.get("data", {}).get(mime, "")) for mime in PICTURES)
+                if any(drawn):
+                    pictures.setdefault(drawn, output)
+            shown.outputs = list(pictures.values())
             if not shown.outputs:
                 raise SlideError(f"{where}: shows the picture of cell {cell.get('id')}, which drew none; show "
                                  "\"output\" or \"code\", or put the slide on the cell that draws.")
