@@ -25,6 +25,8 @@ WRONG_LIMITS = {  # what a wrong xavier_limit computes from the fans: (what is w
 FIRST_SHAPE = (784, 700)  # the notebook's first layer; a convolution kernel and another dense one come from the seed
 WEIGHT_SPECS = [UNSHARDED, "model"]  # the layouts init_weight is given: a dense kernel's columns over 'model',
 CONV_SPECS = [UNSHARDED, UNSHARDED, UNSHARDED, "model"]  # a convolution kernel's output channels over 'model'
+ROWS_SPECS = ["model", UNSHARDED]  # and the dense kernel with the same seed, its rows over 'model': a host draw only
+# placed on the mesh gives the same global weight in both layouts, DTensor's draw of other blocks other numbers
 MAX_CDF_DISTANCE = 0.05  # Kolmogorov-Smirnov distance to U(-limit, limit); 2048 uniform values exceed it with p < 1e-4
 PACKING_TOOLS = ("course_utils.packing:pack_batch", "tensorflow.dtensor.python.api:pack",
                  "tensorflow.dtensor.python.api:copy_to_mesh", "tensorflow.dtensor.python.api:relayout")
@@ -54,7 +56,7 @@ def _xavier_case(seed):
         if fan_in != fan_out:  # equal fans make LeCun's scale and Xavier normal's deviation the same number
             break
     shapes = [FIRST_SHAPE, (3, 3, conv_in, conv_out + (conv_out == conv_in)), (fan_in, fan_out)]
-    dense = [int(rng.integers(64, 97)), 2 * int(rng.integers(16, 33))]
+    dense = [2 * (int(rng.integers(64, 97)) // 2), 2 * int(rng.integers(16, 33))]  # rows and columns even
     conv = [3, 3, 8, 2 * int(rng.integers(16, 25))]
     first = [int(n) for n in rng.integers(0, 2 ** 30, 2)]
     return shapes, dense, conv, first, [[first[0] + 1, first[1]], [first[0], first[1] + 1]]
@@ -105,7 +107,8 @@ def _collect_limit(xavier_limit, shapes):
 
 def _collect_init(init_weight, dense, conv, seed, other_seed):
     """init_weight's dense weights for ``seed`` (twice) and for each seed of ``other_seed``, its convolution kernel
-    for ``seed``, and the packing tools its code calls (a weight drawn on one device and split)."""
+    for ``seed``, the dense weight for ``seed`` in the layout :data:`ROWS_SPECS`, and the packing tools its code calls
+    (a weight drawn on one device and split)."""
     from tensorflow.experimental import dtensor
 
     from .reach import tools_used_by
@@ -117,6 +120,7 @@ def _collect_init(init_weight, dense, conv, seed, other_seed):
     try:
         weights = [init_weight(list(dense), layout, list(s)) for s in (seed, seed, *other_seed)]
         weights.append(init_weight(list(conv), conv_layout, list(seed)))
+        weights.append(init_weight(list(dense), dtensor.Layout(ROWS_SPECS, mesh), list(seed)))
     except Exception as err:
         return _raised(err)
     return {"kind": "weights", "weights": [_value_facts(w) for w in weights],
@@ -138,10 +142,10 @@ class XavierInit(Exercise):
     def collect(self, xavier_limit, init_weight, seed=0):
         """Calls xavier_limit on three kernel shapes, and init_weight(shape, layout, seed) five times (a dense kernel
         twice with one seed, then with a seed that differs in its first number, one that differs in its second; a
-        convolution kernel), on shapes and seeds drawn from ``seed``.
+        convolution kernel; the dense kernel with the first seed again, its rows split instead of its columns), on shapes and seeds drawn from ``seed``.
 
         What crosses: ``{"limit": {"kind": "values", "values": [3 floats]}, "weight": {"kind": "weights",
-        "weights": [5 × {"type", "variable", "specs", "mesh", "shape", "value"}], "packing": [the packing tools
+        "weights": [6 × {"type", "variable", "specs", "mesh", "shape", "value"}], "packing": [the packing tools
         init_weight's code calls]}}``; a function that raised sends ``{"kind": "error", "error": text}``, an answer
         that is not callable its type's name.
         """
@@ -222,8 +226,11 @@ class XavierInit(Exercise):
                 fb.wrong(f"init_weight raised {message}. It is called with a dense kernel's shape and a convolution "
                          f"kernel's, each with a layout on the mesh.")
             return
-        w1, w2, *others, w_conv = data["weights"]
-        problem = self._judge_weight(w1, dense, WEIGHT_SPECS) or self._judge_weight(w_conv, conv, CONV_SPECS)
+        w1, w2, *others, w_conv, w_rows = data["weights"]
+        if len(others) != 2:
+            raise ValueError(f"{len(data['weights'])} weights, not 6")
+        problem = (self._judge_weight(w1, dense, WEIGHT_SPECS) or self._judge_weight(w_conv, conv, CONV_SPECS)
+                   or self._judge_weight(w_rows, dense, ROWS_SPECS))
         if problem:
             fb.wrong(f"init_weight: {problem[0]}", answer=problem[1])
             return
@@ -247,9 +254,13 @@ class XavierInit(Exercise):
             return
         host_drawn = self._judge_host_drawn(values, dense, seed) or self._judge_host_drawn(
             np.asarray(w_conv["value"], dtype="float64"), conv, seed)
-        if host_drawn or data.get("packing"):
+        placed = "model=1|" not in str(w1["mesh"]) and np.array_equal(values, np.asarray(w_rows["value"], "float64"))
+        if host_drawn or placed or data.get("packing"):
             how = (f"it calls {', '.join(data['packing'])}" if data.get("packing") else
-                   "its values are exactly one device's draw of the whole weight")
+                   "its values are exactly one device's draw of the whole weight" if host_drawn else
+                   f"the same seed gave the very same {dense[0]} x {dense[1]} weight with its columns split over "
+                   f"'model' and with its rows split: the numbers did not depend on the blocks, so they were drawn "
+                   f"whole and only placed, e.g. a constant given to call_with_layout")
             fb.wrong(f"init_weight: the weight was drawn whole on one device and then split onto the mesh ({how}). The "
                      f"exercise creates it on the mesh, so that each device draws only its own block (DTensor then "
                      f"draws every block from the seed itself, other numbers than one device's draw).",
@@ -378,11 +389,13 @@ def _collect_mlp_case(mlp_class, sizes, seed):
 
 def _reference_mlp_layers(sizes):
     """The kernels' shapes and sharding specs of MLP(mesh, sizes), in order: the hidden layers alternate column-
-    and row-parallel (Megatron pairs), the output layer is replicated."""
+    and row-parallel (Megatron pairs); the output layer completes the last pair: row-parallel after a column-parallel
+    layer (an odd number of hidden layers: it takes the split activations as they are, and only its 10 logits are
+    summed), replicated after a row-parallel one."""
     chain = [784, *sizes, 10]
     kernels = list(zip(chain[:-1], chain[1:]))
     layouts = [[UNSHARDED, "model"] if i % 2 == 0 else ["model", UNSHARDED] for i in range(len(sizes))]
-    return kernels, layouts + [[UNSHARDED, UNSHARDED]]
+    return kernels, layouts + [["model", UNSHARDED] if len(sizes) % 2 else [UNSHARDED, UNSHARDED]]
 
 
 def _reference_mlp_logits(kernels, biases, x):
@@ -404,8 +417,10 @@ class HiddenSizeBug(Exercise):
         f"Print the shapes of BuggyMLP(mesh).trainable_variables: do the kernels chain {CLAIMED}, the sizes the class "
         f"claims? Then try BuggyMLP(mesh, hidden_sizes=[96, 64, 32]).",
         "Follow hidden_sizes through the loop that builds the layers: which size does each call of list.pop() "
-        "return? And how many layouts does the loop have for the hidden layers it builds?",
-        "pop(0) takes the sizes from the front; the hidden layers' layouts alternate, layouts[index % 2].",
+        "return? And how many layouts does the loop have for the hidden layers it builds? With three hidden layers, "
+        "the last one is column-parallel: in which form do its activations reach the output layer?",
+        "pop(0) takes the sizes from the front; the hidden layers' layouts alternate, layouts[index % 2]; the output "
+        "layer is row-parallel, ['model', U], when the number of hidden layers is odd, replicated when it is even.",
     )
 
     def unanswered(self, answer):
@@ -461,11 +476,23 @@ class HiddenSizeBug(Exercise):
                 continue
             judged["layouts"] += 1
             wrong = self._judge_layouts(variables, kernels, layouts)
-            if wrong and results["layouts"] is None:
+            output = next((v["specs"] for v in variables if tuple(v["shape"] or ()) == kernels[-1]), None)
+            if wrong and results["layouts"] is None and len(sizes) % 2 and output == [UNSHARDED, UNSHARDED] \
+                    and wrong == f"{list(kernels[-1])} is {[UNSHARDED, UNSHARDED]}":
+                results["layouts"] = (f"for hidden sizes {list(sizes)} (an odd number of hidden layers) the last hidden "
+                                      f"layer is column-parallel: its {sizes[-1]} activations leave it split over "
+                                      f"'model', and a replicated output layer needs them whole, so every step gathers "
+                                      f"them first. Which layout takes them split as they are, as the second layer of "
+                                      f"a Megatron pair does?",
+                                      "After a column-parallel layer the output layer is row-parallel, ['model', U] "
+                                      "(its bias replicated): only its 10 logits are summed over 'model'.")
+            elif wrong and results["layouts"] is None:
                 results["layouts"] = (f"for hidden sizes {list(sizes)} not every weight has the layout of the Megatron "
                                       f"pattern: {wrong}.",
-                                      "The hidden layers alternate [U, 'model'] and ['model', U]; the output layer is "
-                                      "replicated; each bias is split like its kernel's columns.")
+                                      "The hidden layers alternate [U, 'model'] and ['model', U]; the output layer "
+                                      "completes the last pair (row-parallel after a column-parallel layer, "
+                                      "replicated after a row-parallel one); each bias is split like its kernel's "
+                                      "columns.")
             by_shape = {tuple(v["shape"]): np.asarray(v["value"]) for v in variables if v["shape"] is not None}
             if not all((k[1],) in by_shape for k in kernels):
                 problem = (f"for hidden sizes {list(sizes)} a layer has no bias of its own: every Dense layer has "
@@ -485,8 +512,8 @@ class HiddenSizeBug(Exercise):
         if len(given) < len(MLP_SIZES):
             raise ValueError("a case is missing from the data")
         texts = {"shapes": f"the kernels chain as the hidden sizes say, for {len(MLP_SIZES)} lists of hidden sizes",
-                 "layouts": "every hidden layer in the Megatron pattern (column, row, column, ...), the output "
-                            "replicated",
+                 "layouts": "every layer in the Megatron pattern (column, row, column, ...), the output layer "
+                            "completing the last pair",
                  "forward": "a forward pass on the mesh equals one device's"}
         for name, problem in results.items():
             if problem is not None:

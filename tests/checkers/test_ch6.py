@@ -135,6 +135,42 @@ def test_ch6_q1_a_weight_drawn_on_one_device_and_split_is_refused(mesh42):
     assert_hint(grade(6, "q1", xavier_limit, packed_by_hand), "drawn whole on one device", points=1)
 
 
+def test_ch6_q1_a_host_draw_only_placed_with_call_with_layout_is_refused(mesh42):
+    """Issue 37: a weight drawn on the host and placed by call_with_layout of a constant (tf.constant, a function that
+    returns the draw; in eager mode, without tf.function, call_with_layout returns no DTensor at all) has the right layout, range and seed, but it is one host draw: the same seed gives the same
+    global weight whatever the layout, while DTensor draws each block on its device (other numbers per layout)."""
+    import tensorflow as tf
+    from tensorflow.experimental import dtensor
+
+    def constant_placed(shape, layout, seed):
+        limit = xavier_limit(shape)
+        host = np.random.default_rng(seed).uniform(-limit, limit, shape).astype("float32")
+        return dtensor.DVariable(dtensor.call_with_layout(tf.function(lambda: tf.constant(host)), layout))
+
+    def lambda_placed(shape, layout, seed):
+        limit = xavier_limit(shape)
+        host = tf.random.stateless_uniform(shape, [seed[0] + 7, seed[1]], -limit, limit)  # not the seed's own draw
+
+        @tf.function
+        def placed():
+            return tf.constant(host.numpy())
+
+        return dtensor.DVariable(dtensor.call_with_layout(placed, layout))
+
+    for placed in (constant_placed, lambda_placed):
+        result = grade(6, "q1", xavier_limit, placed)
+        assert_hint(result, "drawn whole on one device and then split", "with its rows split", "only placed",
+                    points=1)
+        assert "call_with_layout(tf.function" not in first_try_q1(xavier_limit, placed)
+
+    def scaled(shape, layout, seed):  # another right form: limit times a draw of U(-1, 1), made on the mesh
+        unit = dtensor.call_with_layout(tf.function(tf.random.stateless_uniform), layout, shape=shape, seed=seed,
+                                        minval=-1.0, maxval=1.0)
+        return dtensor.DVariable(unit * xavier_limit(shape))
+
+    assert_correct(grade(6, "q1", xavier_limit, scaled))
+
+
 def _truncated_normal_init(shape, layout, seed):
     """Within [-limit, limit] (cut at two standard deviations), but not uniform."""
     import tensorflow as tf
@@ -228,11 +264,13 @@ def test_ch6_uniform_test_accepts_uniform_samples_and_rejects_a_truncated_normal
 U = "unsharded"
 
 
-def _mlp_class(pop_from="front", layouts="alternate", activation="relu", hidden_parameter=True, bias="split"):
+def _mlp_class(pop_from="front", layouts="alternate", activation="relu", hidden_parameter=True, bias="split",
+               output="pair"):
     """An MLP(mesh, hidden_sizes) class a learner could write, as the exercise's BuggyMLP builds it; the defaults
     make a right one. pop_from: "front" or "back" (BuggyMLP's pop()); layouts: "alternate", "two" (BuggyMLP's
     layouts[len(self.layers)]), "columns" (every hidden layer by columns), "replicated"; activation: "relu" or None;
-    bias: "split" (like the kernel's columns) or "replicated"."""
+    bias: "split" (like the kernel's columns) or "replicated"; output: "pair" (row-parallel after an odd number of
+    hidden layers, replicated after an even one), "replicated" (always, as BuggyMLP) or "rows" (always row-parallel)."""
     import tensorflow as tf
     from tensorflow.experimental import dtensor
 
@@ -263,7 +301,9 @@ def _mlp_class(pop_from="front", layouts="alternate", activation="relu", hidden_
                 self.layers.append(Dense(fan_in, fan_out, [1, index + 1], dtensor.Layout(spec, mesh),
                                          tf.nn.relu if activation else None))
                 fan_in = fan_out
-            self.layers.append(Dense(fan_in, 10, [1, len(self.layers) + 1], dtensor.Layout([U, U], mesh)))
+            odd = len(hidden_sizes) % 2 == 1
+            out = ["model", U] if output == "rows" or output == "pair" and odd else [U, U]
+            self.layers.append(Dense(fan_in, 10, [1, len(self.layers) + 1], dtensor.Layout(out, mesh)))
 
         def __call__(self, x):
             for layer in self.layers:
@@ -296,6 +336,20 @@ def test_ch6_q2_hidden_sizes(mesh42):
     assert_hint(grade(6, "q2", _mlp_class()(mesh42)), "not an instance")
 
 
+def test_ch6_q2_the_output_layer_completes_the_last_megatron_pair(mesh42):
+    """Issue 37: fixing BuggyMLP's two bugs (pop(0), layouts[index % 2]) is not the whole answer: with three hidden
+    layers the last is column-parallel, and a replicated output layer would gather its activations every step; the
+    output layer completes the pair (row-parallel). A case the chapter did not show, with an aimed hint."""
+    copied_fix = _mlp_class(output="replicated")
+    result = grade(6, "q2", copied_fix)
+    assert_hint(result, "for hidden sizes [48, 32, 16] (an odd number of hidden layers)", "column-parallel",
+                "as the second layer of a Megatron pair", "['model', U]", points=2)
+    first = exercises(6).q2._evaluate((copied_fix,), {}, first_try=True).message
+    assert "['model', U]" not in first and "second layer of a Megatron pair" in first
+    assert_hint(grade(6, "q2", _mlp_class(output="rows")), "for hidden sizes [300, 100] not every weight",
+                "[100, 10] is ['model', 'unsharded']", points=2)
+
+
 def test_ch6_q2_the_exercise_model_has_the_bugs_the_checker_names(mesh42):
     """BuggyMLP's bugs (pop() takes the last hidden size; two layouts for any number of hidden layers) are what the
     checker's messages describe, and the first wrong check does not say how to fix them."""
@@ -307,14 +361,14 @@ def test_ch6_q2_the_exercise_model_has_the_bugs_the_checker_names(mesh42):
 
 
 def test_ch6_q2_a_deeper_network_runs_on_the_mesh(mesh42):
-    """The Megatron pattern for three hidden layers (columns, rows, columns) with a replicated output layer: DTensor
+    """The Megatron pattern for three hidden layers (columns, rows, columns) with a row-parallel output layer: DTensor
     runs the forward pass, and the checker's reference agrees with it (the right class scores 3 points for it)."""
     from course_utils.checkers import ch6
 
     data = exercises(6).q2.collect(_mlp_class())
     assert [case["kind"] for case in data["cases"]] == ["model"] * len(ch6.MLP_SIZES)
-    assert {tuple(v["specs"]) for v in data["cases"][1]["variables"] if len(v["shape"]) == 2} == {
-        (U, "model"), ("model", U), (U, U)}
+    assert [tuple(v["specs"]) for v in data["cases"][1]["variables"] if len(v["shape"]) == 2] == [
+        (U, "model"), ("model", U), (U, "model"), ("model", U)]
 
 
 def make_slots(variable):
