@@ -193,32 +193,78 @@ _KIND_NOTES = {  # per case, a question aimed at the case when the axis is right
 }
 
 
+CASE_SPECS = {  # exercise 4's cases as code: (x's specs, w's specs), U for UNSHARDED
+    "a": '(["model", U], [U, U])', "b": '(["model", U], [U, "batch"])', "c": '([U, "batch"], ["batch", U])',
+    "d": '(["batch", U], ["model", U])', "e": '(["batch", U], ["batch", U])'}
+CASE_NOTES = {  # the solution's comment on each case
+    "a": "rows over 'model', w whole: each device finishes its own rows",
+    "b": "rows over 'model', columns over 'batch': k is whole on every device",
+    "c": "both operands split k over 'batch': partial sums, added across 'batch'",
+    "d": "DTensor slices x's columns locally (free), then adds the partial sums",
+    "e": "'batch' splits x's examples and w's k: no partial sums to add; w gathered whole",
+}
+
+
+def _as_code(collective):
+    return '"none"' if collective == "none" else f'("{collective[0]}", "{collective[1]}")'
+
+
 class WhichCollective(Exercise):
     title = "Which collective, over which mesh axis?"
     points = 5
     revealed_by = ("course_utils.profiling:collectives_run_by",)
     none_is_answer = True  # None, () and [] mean "no collective"; the placeholders are `...`
+    # It varies per student (.variants) by the order of its cases: order[i] is the case shown as letter i.
+    defaults = {"order": "abcde"}
+    templates = {"c14": ch4_texts.COLLECTIVES_QUESTION, "ch4-q4": ch4_texts.COLLECTIVES_SOLUTION,
+                 "c16w": ch4_texts.COLLECTIVES_WATCH}
     hints = (
         "y[i, j] = sum over k of x[i, k] * w[k, j]. Which tensor axis is summed over, and which mesh axis splits it "
         "in each operand? A mesh axis's name does not decide its job: 'batch' can split k too.",
         "No device needs the others when each holds the WHOLE contracted axis of what it multiplies. When "
         "partial sums over k are left on several devices, they must be added; when an operand must be whole "
         "along k but is split, it must be gathered first.",
-        "The mesh axis of the collective is the one that splits the contracted axis k. In case d, DTensor "
+        "The mesh axis of the collective is the one that splits the contracted axis k. In case {{d}}, DTensor "
         "moves no operand that it can avoid moving: cutting x's columns to match w's rows costs nothing. In case "
-        "e, 'batch' splits x's examples too: the devices that hold the other k-blocks of w hold other examples.",
+        "{{e}}, 'batch' splits x's examples too: the devices that hold the other k-blocks of w hold other examples.",
     )
+
+    @staticmethod
+    def draw(rng):
+        """The five cases in a random order (never the chapter's notebook's)."""
+        return {"order": "".join(rng.sample(sorted(MATMUL_CASES), len(MATMUL_CASES)))}
+
+    def _shown(self):
+        """{letter shown: case (a key of MATMUL_CASES)}, in the order shown."""
+        return dict(zip(sorted(MATMUL_CASES), self.params["order"]))
+
+    def text_values(self):
+        shown = self._shown()
+        rows = []
+        for letter, case in shown.items():
+            x_specs, w_specs = (s.replace('"', "'") for s in CASE_SPECS[case][1:-1].split(", [", 1))
+            rows.append(f"| **{letter}** | `{x_specs}` | `[{w_specs}` |")
+        entries = [f'"{letter}": {CASE_SPECS[case]}' for letter, case in shown.items()]
+        return {**{case: letter for letter, case in shown.items()}, "table": "\n".join(rows),
+                "cases_code": "{" + ", ".join(entries[:3]) + ",\n             " + ", ".join(entries[3:]) + "}"}
+
+    def reference_values(self):
+        truth = _reference_collectives()
+        return {"answer_lines": "\n".join(f'    "{letter}": {(_as_code(truth[case][0]) + ",").ljust(27)}# '
+                                          f'{CASE_NOTES[case]}' for letter, case in self._shown().items())}
 
     def unanswered(self, answer):
         return only_ellipses(answer)
 
     def grade(self, collectives):
-        collectives_run = _reference_collectives()
+        shown = self._shown()
+        collectives_run = {letter: _reference_collectives()[key] for letter, key in shown.items()}
         expected = {key: truth for key, (truth, _) in collectives_run.items()}
-        other_plans = _reference_other_plans()
+        other_plans = {letter: plan for letter, key in shown.items()
+                       for case, plan in _reference_other_plans().items() if key == case}
 
         def explain(key, given, raw):
-            case, (truth, why) = MATMUL_CASES[key], collectives_run[key]
+            case, (truth, why) = MATMUL_CASES[shown[key]], collectives_run[key]
             if given is None:
                 return (f"answer 'none' (or None, []) or a pair such as ('all-reduce', 'batch'), got {raw!r}.", "")
             if given == other_plans.get(key):
@@ -234,7 +280,7 @@ class WhichCollective(Exercise):
                 return f"{case}: which mesh axis splits the contracted axis k here?", why
             return (f"{case}: not the collective DTensor runs. After multiplying the blocks it holds, would a device "
                     f"have partial sums over k that other devices complete, or could it not multiply yet?"
-                    f"{_KIND_NOTES.get(key, '')}", why)
+                    f"{_KIND_NOTES.get(shown[key], '')}", why)
 
         return grade_items(Feedback(), by_label(collectives, MATMUL_CASES), expected, explain, read_collective,
                            "'none' or (collective, mesh axis) per matmul", unanswered=only_ellipses)

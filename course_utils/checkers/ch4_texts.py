@@ -105,3 +105,56 @@ else:
             sent = sum(c.bytes_sent_per_device for product in [cost.forward, *cost.backward] for c in product.collectives)
             print(f"N = {n}, ({case}): holds {cost.bytes_held['w']:,} B of w, sends {sent:,.0f} B per step")
     print("your numbers:", costs)"""
+
+COLLECTIVES_QUESTION = """\
+## Exercise 4 · Which collective, over which mesh axis? (5 points)
+
+`y = tf.matmul(x, w)` with `x` of shape `[8, 4]` and `w` of shape `[4, 8]` on the chapter's mesh
+`batch=4 × model=2` (`chapter_mesh`), with
+these layouts (`U` is `dtensor.UNSHARDED`); none of them is a case the chapter ran:
+
+| | layout of `x` | layout of `w` |
+|---|---|---|
+{{table}}
+
+For each case, which collective does DTensor run to compute `y`, and over which mesh axis? Answer
+`"none"` (or `None`, `[]`), or a pair such as `("all-reduce", "batch")` (the collectives:
+`"all-reduce"`, `"all-gather"`, `"reduce-scatter"`; the chapter's `(run.kind, run.axes)` form,
+`("all-reduce", ("batch",))`, is fine too).
+
+Case **{{d}}** splits the contracted axis of only one operand, and two plans would give the right `y`:
+make `w` whole along that axis first, or cut `x`'s columns to match the rows of `w` each device
+holds and combine what the devices compute. Answer with the plan **DTensor runs**.
+
+`collectives_run_by` would show each of them, so **predict first**: the check counts only while the
+notebook has not imported `collectives_run_by` (the cell after the hints imports it and runs your
+five cases beside your predictions)."""
+
+COLLECTIVES_SOLUTION = """\
+# BEGIN SOLUTION  # PLACEHOLDER: collectives = {"a": ..., "b": ..., "c": ..., "d": ..., "e": ...}
+# A collective is needed exactly when some device holds only part of the contracted axis k of what it multiplies.
+collectives = {
+{{answer_lines}}
+}
+# END SOLUTION
+ex.q4.check(collectives)"""
+
+COLLECTIVES_WATCH = """\
+import numpy as np
+from course_utils import collectives_run_by, pack_batch
+
+if not ex.q4.answer_shown():
+    print("Not yet: this cell runs the five products once the checker has accepted your predictions or shown the "
+          "answer (check them in the exercise cell first).")
+else:
+    U = dtensor.UNSHARDED
+    cases = {{cases_code}}
+    rng = np.random.default_rng(0)
+    x_host, w_host = rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((4, 8)).astype(np.float32)
+    matmul = tf.function(tf.matmul)
+    for key, (x_specs, w_specs) in cases.items():
+        x_on = pack_batch(x_host, dtensor.Layout(x_specs, chapter_mesh))
+        w_on = pack_batch(w_host, dtensor.Layout(w_specs, chapter_mesh))
+        matmul(x_on, w_on)  # the first call compiles the per-device program
+        ran = [(run.kind, run.axes) for run in collectives_run_by(lambda: matmul(x_on, w_on))]
+        print(f"{key}: x {x_specs} @ w {w_specs}: ran {ran or 'none'}; you predicted {collectives.get(key) if isinstance(collectives, dict) else collectives}")"""
