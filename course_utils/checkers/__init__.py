@@ -24,9 +24,12 @@ in the grader's process), ``reach.py`` (which tools an answer could have used: "
 TensorFlow is imported only inside the graders that need it, so :func:`registry` is cheap.
 """
 import importlib
+import json
+import os
 
 from .answers import is_placeholder
 from .core import CORRECT, GRADED, INCORRECT, PARTIAL, SELF_STUDY, UNANSWERED, ChapterExercises, Exercise, Result
+from .variants import variant_from_env
 
 __all__ = ["CORRECT", "GRADED", "INCORRECT", "PARTIAL", "SELF_STUDY", "UNANSWERED", "ChapterExercises", "Exercise",
            "Result", "chapter_definition", "exercises", "is_placeholder", "registry"]
@@ -47,7 +50,7 @@ def chapter_definition(number):
     return importlib.import_module(f".{CHAPTER_MODULES[number]}", __name__).CHAPTER
 
 
-def exercises(chapter, mode=SELF_STUDY):
+def exercises(chapter, mode=SELF_STUDY, variant=None):
     """The checkers of ``chapter``, as an object with attributes ``q1``, ``q2``, ...
 
     The same object is returned each time (per mode), so ``summary()`` sees every check of the
@@ -58,9 +61,13 @@ def exercises(chapter, mode=SELF_STUDY):
         mode: ``"self-study"`` (hints, solutions, feedback that explains the right answer) or
             ``"graded"`` (graded hand-outs: no ``solution()``, feedback that never states the
             right answer).
+        variant: a student's parameters, ``{"q3": {...}, ...}`` (a per-student hand-out writes them into its
+            notebook; see :mod:`.variants`). Default: those the grader passed to its kernel, else every
+            exercise's defaults (the self-study notebooks).
 
     Raises:
-        ValueError: there are no exercises for that chapter, or the mode is unknown.
+        ValueError: there are no exercises for that chapter, the mode is unknown, or the variant names
+            exercises or parameters the chapter does not have.
 
     Example:
         >>> ex = exercises(3)
@@ -68,9 +75,11 @@ def exercises(chapter, mode=SELF_STUDY):
         Correct! 6/6 points.
           ✓ 6 of the 6 statements judged right
     """
-    key = (chapter, mode)
+    if variant is None:
+        variant = variant_from_env(os.environ)
+    key = (chapter, mode, json.dumps(variant, sort_keys=True))
     if key not in _BOUND:
-        _BOUND[key] = chapter_definition(chapter).bind(mode)
+        _BOUND[key] = chapter_definition(chapter).bind(mode, variant)
     return _BOUND[key]
 
 

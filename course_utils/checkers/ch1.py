@@ -1,10 +1,11 @@
 """Chapter 1 · Tensors and devices: the exercises' graders and hints (exercises 3 and 4, whose answers are code, in
 ``ch1_build.py``)."""
 import re
+import textwrap
 
 from .answers import as_bool_list, as_int, grade_items
 from .core import Exercise, Feedback, chapter
-from . import reach
+from . import ch1_texts, reach
 from .ch1_build import GradientTape, ShardedSum
 
 # Exercise 1: where each matmul of the exercise's script runs (a CPU index), or ERROR when its block raises before
@@ -129,11 +130,24 @@ class PredictPlacement(Exercise):
         return fb
 
 
-# Exercise 2: which calls of f(x, training) trace. CALLS as the notebook's table shows them.
-CALLS = ["f(tf.constant([1.0, 2.0]), training=True)", "f(tf.constant([3.0, 4.0]), training=False)",
-         "f(tf.constant([5.0, 6.0]), training=True)", "f(tf.constant([1, 2]), training=True)",
-         "f(tf.constant([1.0, 2.0, 3.0]), training=False)", "f(tf.constant([4.0, 5.0, 6.0]), training=True)",
-         "f(tf.constant([3, 4]), training=True)"]
+# Exercise 2: which calls of f(x, training) trace. It varies per student (:mod:`.variants`): the seven calls, each
+# [dtype, values, training]; CALLS is the self-study variant's, as the notebook's table shows them.
+DEFAULT_CALLS = [["float32", [1, 2], True], ["float32", [3, 4], False], ["float32", [5, 6], True],
+                 ["int32", [1, 2], True], ["float32", [1, 2, 3], False], ["float32", [4, 5, 6], True],
+                 ["int32", [3, 4], True]]
+
+
+def _values_text(dtype, values):
+    return "[" + ", ".join(f"{v}.0" if dtype == "float32" else str(v) for v in values) + "]"
+
+
+def call_text(call):
+    """``f(tf.constant([1.0, 2.0]), training=True)`` for the call ``["float32", [1, 2], True]``."""
+    dtype, values, training = call
+    return f"f(tf.constant({_values_text(dtype, values)}), training={training})"
+
+
+CALLS = [call_text(call) for call in DEFAULT_CALLS]
 # The ideas a wrong prediction of a call asks the learner to revisit (none says whether the call traces): a first
 # wrong check names the ideas, not the calls, since naming a wrong True/False names its right value.
 IDEAS = {
@@ -143,38 +157,118 @@ IDEAS = {
     "python": "How does a plain Python argument (here training) enter the signature?",
     "together": "Is a signature made per argument, or from ALL the arguments of one call together?",
 }
+KIND_IDEAS = {"first": "first", "python": "python", "reuse": "values", "dtype": "values", "shape": "values",
+              "tensor": "values", "together": "together"}
 
 
-def _reference_call_ideas():
-    """The idea behind each call of CALLS (which says a little about the answer, so it stays out of hand-outs)."""
-    return ["first", "python", "values", "values", "values", "together", "values"]
+def _reference_trace_kinds(calls=None):
+    """Per call: (kind, the earlier calls it refers to): ``first``, ``reuse`` (of call j), ``python`` (a new
+    training value; the tensor's signature is call j's), ``dtype``, ``shape``, ``tensor`` (this dtype with this
+    shape is new), ``together`` (the tensor's signature seen in call j, the training value in call k)."""
+    found, seen = [], {}
+    tensors, trainings, dtypes, shapes = {}, {}, set(), set()
+    for number, (dtype, values, training) in enumerate(calls or DEFAULT_CALLS, start=1):
+        tensor, signature = (dtype, len(values)), (dtype, len(values), training)
+        if number == 1:
+            found.append(("first", ()))
+        elif signature in seen:
+            found.append(("reuse", (seen[signature],)))
+        elif tensor in tensors and training in trainings:
+            found.append(("together", (tensors[tensor], trainings[training])))
+        elif tensor in tensors:
+            found.append(("python", (tensors[tensor],)))
+        elif dtype not in dtypes:
+            found.append(("dtype", ()))
+        elif len(values) not in shapes:
+            found.append(("shape", ()))
+        else:
+            found.append(("tensor", ()))
+        seen.setdefault(signature, number)
+        tensors.setdefault(tensor, number)
+        trainings.setdefault(training, number)
+        dtypes.add(dtype)
+        shapes.add(len(values))
+    return found
 
 
-def _reference_traces():
-    """Exercise 2's answer: whether each call of CALLS traces."""
-    return [True, True, False, True, True, True, False]
+def _reference_call_ideas(calls=None):
+    """The idea behind each call (which says a little about the answer, so it stays out of hand-outs)."""
+    return [KIND_IDEAS[kind] for kind, _ in _reference_trace_kinds(calls)]
 
 
-def _reference_why_traces():
+def _reference_traces(calls=None):
+    """Exercise 2's answer: whether each call traces."""
+    return [kind != "reuse" for kind, _ in _reference_trace_kinds(calls)]
+
+
+def _reference_why_traces(calls=None):
     """Why each call traces or not: these give the answer away (shown in self-study mode only)."""
-    return [
-        "The first call always traces: there is no concrete function yet.",
-        "training=False is a Python value f has not seen (a Python argument enters the signature by its value): "
-        "this call traces, although the tensor's dtype and shape are call 1's.",
-        "float32 of shape (2,) with training=True is call 1's signature: a tf.function keys its traces on the dtype "
-        "and shape of tensor arguments, not on their values, so call 1's trace is reused.",
-        "tf.constant([1, 2]) is an int32, a dtype f has not seen: this call traces.",
-        "The shape (3,) is new, so this call traces a new concrete function.",
-        "float32 of shape (3,) has been seen (call 5) and training=True too (call 1), but never together: a "
-        "signature is made from all the arguments of a call, so this call traces.",
-        "int32 of shape (2,) with training=True is call 4's signature: its trace is reused. The values [3, 4] "
-        "don't matter.",
-    ]
+    calls = calls or DEFAULT_CALLS
+    whys, reused = [], False
+    for (kind, refs), (dtype, values, training) in zip(_reference_trace_kinds(calls), calls):
+        shape = f"({len(values)},)"
+        if kind == "first":
+            whys.append("The first call always traces: there is no concrete function yet.")
+        elif kind == "python":
+            whys.append(f"training={training} is a Python value f has not seen (a Python argument enters the "
+                        f"signature by its value): this call traces, although the tensor's dtype and shape are call "
+                        f"{refs[0]}'s.")
+        elif kind == "reuse" and not reused:
+            reused = True
+            whys.append(f"{dtype} of shape {shape} with training={training} is call {refs[0]}'s signature: a "
+                        f"tf.function keys its traces on the dtype and shape of tensor arguments, not on their "
+                        f"values, so call {refs[0]}'s trace is reused.")
+        elif kind == "reuse":
+            whys.append(f"{dtype} of shape {shape} with training={training} is call {refs[0]}'s signature: its trace "
+                        f"is reused. The values {_values_text(dtype, values)} don't matter.")
+        elif kind == "dtype":
+            article = "an" if dtype[0] in "aeiou" else "a"
+            whys.append(f"tf.constant({_values_text(dtype, values)}) is {article} {dtype}, a dtype f has not seen: "
+                        f"this call traces.")
+        elif kind == "shape":
+            whys.append(f"The shape {shape} is new, so this call traces a new concrete function.")
+        elif kind == "tensor":
+            whys.append(f"{dtype} has been seen and so has the shape {shape}, but not together: a tensor's signature "
+                        f"is its dtype and shape together, so this call traces.")
+        else:
+            whys.append(f"{dtype} of shape {shape} has been seen (call {refs[0]}) and training={training} too (call "
+                        f"{refs[1]}), but never together: a signature is made from all the arguments of a call, so "
+                        f"this call traces.")
+    return whys
+
+
+def _reference_trace_comment(calls):
+    """The solution's comment: each call, in a few words."""
+    calls = calls or DEFAULT_CALLS
+    parts = []
+    for number, ((kind, refs), (dtype, values, training)) in enumerate(zip(_reference_trace_kinds(calls), calls), 1):
+        shape = f"({len(values)},)"
+        parts.append({
+            "first": "the first call",
+            "python": f"training={training} is a new Python value",
+            "reuse": f"call {refs[0] if refs else 0}'s signature again; values don't matter",
+            "dtype": f"new dtype {dtype}",
+            "shape": f"new shape {shape}",
+            "tensor": f"{dtype} with shape {shape} is new",
+            "together": f"{dtype} of shape {shape} and training={training} were each seen, but never together",
+        }[kind])
+    text = "; ".join(f"call {n} {'reuses a trace' if kind == 'reuse' else 'traces'} ({part})"
+                     for n, ((kind, _), part) in enumerate(zip(_reference_trace_kinds(calls), parts), 1))
+    return "\n".join(textwrap.wrap(text[0].upper() + text[1:] + ".", 110, initial_indent="# ",
+                                   subsequent_indent="# "))
+
+
+def _grouped(items, indent):
+    """The items joined by ", " on lines of 3, 2 and 2 (as the notebook's cell lays its calls out)."""
+    lines = [", ".join(items[:3]), ", ".join(items[3:5]), ", ".join(items[5:])]
+    return (",\n" + " " * indent).join(line for line in lines if line)
 
 
 class PredictTracing(Exercise):
     title = "Predict which calls trace"
     points = 2
+    defaults = {"calls": DEFAULT_CALLS}
+    templates = {"c05": ch1_texts.TRACING_QUESTION, "ch1-q2": ch1_texts.TRACING_SOLUTION, "c09": ch1_texts.TRACING_WATCH}
     hints = (
         "A tf.function keeps one trace per input signature. What is the signature of a tensor argument, what is "
         "the signature of a Python argument, and what is the signature of a call with both?",
@@ -183,6 +277,30 @@ class PredictTracing(Exercise):
         "Write each call's signature next to it (for example (float32, shape (2,), True) for call 1). A call traces "
         "exactly when its signature has not appeared in an earlier call.",
     )
+
+    @staticmethod
+    def draw(rng):
+        """Seven calls, each of a float32 or int32 tensor of 2 or 3 values and a training flag, among which a
+        reuse (with other values), a new training value, a new dtype or shape, and a pair seen apart, not together."""
+        while True:
+            calls = [[rng.choice(("float32", "int32")), [rng.randint(1, 9) for _ in range(rng.choice((2, 3)))],
+                      rng.choice((True, False))] for _ in range(7)]
+            kinds = _reference_trace_kinds(calls)
+            found = {kind for kind, _ in kinds}
+            values_differ = all(calls[refs[0] - 1][1] != call[1] for (kind, refs), call in zip(kinds, calls)
+                                if kind == "reuse")
+            if {"reuse", "python", "together"} <= found and found & {"dtype", "shape"} and values_differ:
+                return {"calls": calls}
+
+    def text_values(self):
+        calls = self.params["calls"]
+        return {"table": "\n".join(f"| {n} | `{call_text(call)}` |" for n, call in enumerate(calls, 1)),
+                "arguments_code": "[" + _grouped([f"(tf.constant({_values_text(d, v)}), {t})" for d, v, t in calls],
+                                                 18) + "]"}
+
+    def reference_values(self):
+        calls = self.params["calls"]
+        return {"predictions": str(_reference_traces(calls)), "comments": _reference_trace_comment(calls)}
 
     def collect(self, predictions, seed=0):
         """The predictions, and how many times the notebook's tf.functions whose code is f's (f itself, or a copy)
@@ -206,13 +324,14 @@ class PredictTracing(Exercise):
                      f"checked before f is called (tracing counts measure it). Restart the kernel, run the cells "
                      f"down to this exercise without calling f, and check again.")
             return fb
-        values = as_bool_list(fb, predictions, len(CALLS), "call", "True = this call traces")
+        calls = self.params["calls"]
+        values = as_bool_list(fb, predictions, len(calls), "call", "True = this call traces")
         if values is None:
             return fb
         if any(v is None for v in values):
             fb.wrong("Use True or False for every call (None means you have not answered that call yet).")
             return fb
-        traces, why = _reference_traces(), _reference_why_traces()
+        traces, why = _reference_traces(calls), _reference_why_traces(calls)
         wrong = [i for i, (v, t) in enumerate(zip(values, traces)) if v != t]
         if not wrong:
             fb.right(f"Traces happen on calls {[i + 1 for i, t in enumerate(traces) if t]}: a new trace for each new "
@@ -225,13 +344,13 @@ class PredictTracing(Exercise):
             fb.note("Some calls must trace: a tf.function has no graph until it has traced once.")
         elif sum(values) == 1 and values[0]:
             fb.note("A tf.function traces again whenever it sees a new input signature, not only once.")
-        ideas, call_ideas = [], _reference_call_ideas()
+        ideas, call_ideas = [], _reference_call_ideas(calls)
         for i in wrong:
             if IDEAS[call_ideas[i]] not in ideas:
                 ideas.append(IDEAS[call_ideas[i]])
-        count = f"{len(wrong)} of the {len(CALLS)} predictions {'is' if len(wrong) == 1 else 'are'} wrong"
+        count = f"{len(wrong)} of the {len(calls)} predictions {'is' if len(wrong) == 1 else 'are'} wrong"
         fb.wrong(f"{count}. Revisit: " + " ".join(ideas),
-                 answer="Wrong: " + " ".join(f"call {i + 1}, {CALLS[i]}: {why[i]}" for i in wrong))
+                 answer="Wrong: " + " ".join(f"call {i + 1}, {call_text(calls[i])}: {why[i]}" for i in wrong))
         fb.points = 1 if len(wrong) == 1 else 0
         return fb
 

@@ -3,6 +3,7 @@
 import re
 
 from .answers import grade_items
+from . import ch2_texts
 from .core import Exercise, Feedback, chapter
 from .ch2_build import DistributedStep
 from .ch2_loss import LossScaling
@@ -112,6 +113,9 @@ def normalize_strategy(value):
 class PickStrategy(Exercise):
     title = "Pick the right strategy"
     points = 6
+    # It varies per student (.variants) by the order of its scenarios: order[i] is the scenario shown as letter i.
+    defaults = {"order": "abcdef"}
+    templates = {"c08": ch2_texts.STRATEGY_QUESTION, "ch2-q3": ch2_texts.STRATEGY_SOLUTION}
     hints = (
         "Ask of each scenario: one machine or several? synchronous or asynchronous?",
         "Then: are the variables mirrored, kept on the CPU, or on parameter servers (which can also shard a large "
@@ -120,6 +124,22 @@ class PickStrategy(Exercise):
         "tf.distribute strategy does that: a parameter-server worker still runs the whole model, and to multiply "
         "by a sharded weight it puts the shards back together.",
     )
+
+    @staticmethod
+    def draw(rng):
+        """The six scenarios in a random order."""
+        return {"order": "".join(rng.sample(sorted(SCENARIOS), len(SCENARIOS)))}
+
+    def _shown(self):
+        """{letter shown: scenario (a key of SCENARIOS)}, in the order shown."""
+        return dict(zip(sorted(SCENARIOS), self.params["order"]))
+
+    def text_values(self):
+        return {"scenarios": "\n".join(f"- **{letter}.** {SCENARIOS[key]}" for letter, key in self._shown().items())}
+
+    def reference_values(self):
+        truth = _reference_scenario_strategies()
+        return {"answer_lines": "\n".join(f'    "{letter}": "{truth[key]}",' for letter, key in self._shown().items())}
 
     def collect(self, choices, seed=0):
         """The choices as they are, except a module (``tf.experimental.dtensor`` itself), which crosses as its name."""
@@ -131,19 +151,20 @@ class PickStrategy(Exercise):
         return [{key: plain(value) for key, value in choices.items()} if isinstance(choices, dict) else choices]
 
     def grade(self, choices):
-        expected = _reference_scenario_strategies()
+        shown = self._shown()
+        expected = {letter: _reference_scenario_strategies()[key] for letter, key in shown.items()}
         scenario_why, name_why = _reference_scenario_why(), _reference_name_why()
 
         def explain(key, given, raw):
             right = f"It is {expected[key]}."
-            if (key, given) in scenario_why:
-                return scenario_why[(key, given)], right
+            if (shown[key], given) in scenario_why:
+                return scenario_why[(shown[key], given)], right
             if given in name_why:
                 return name_why[given], right
             if given not in STRATEGY_NAMES.values():
                 return (f"{raw!r} is not one of the choices: MirroredStrategy, MultiWorkerMirroredStrategy, "
                         f"ParameterServerStrategy, OneDeviceStrategy, CentralStorageStrategy, DTensor."), ""
-            return f"{given} does not fit: {SCENARIOS[key]}", right
+            return f"{given} does not fit: {SCENARIOS[shown[key]]}", right
 
         return grade_items(Feedback(), choices, expected, explain, normalize_strategy, "one strategy name per scenario")
 

@@ -20,6 +20,7 @@ from importlib import resources
 from .answers import is_placeholder, short_error
 from .plain import PlainDataError, dumps, loads
 from .reach import tools_in_reach
+from .variants import fill
 
 __all__ = ["CORRECT", "INCORRECT", "PARTIAL", "UNANSWERED", "ChapterExercises", "Exercise", "Feedback", "Hints",
            "Result", "chapter"]
@@ -175,6 +176,13 @@ class Exercise:
     and says why: the prediction counts only when checked before the tool is imported. The grader collects right
     after the exercise's cell, so the exercise notebook imports such a tool in a later cell.
 
+    A question that varies per student (:mod:`.variants`) declares ``defaults`` (its parameters in the self-study
+    notebooks), ``draw(rng)`` (a valid set drawn with a ``random.Random``, never the chapter's own example) and
+    ``templates`` (``{cell id: text}``: the notebook cells that state its numbers, with ``{{name}}`` where a value
+    goes, filled from :meth:`text_values` and, for the exercise's own solution cell, :meth:`reference_values`).
+    An instance's ``params`` are the defaults unless it was made for a variant; its grading, hints and references
+    read them. A hint text may hold ``{{name}}`` too.
+
     ``teach_first`` (self-study mode only): the first wrong ``check()`` says what is wrong but holds
     back the parts that give the right answer away (``Feedback.wrong(..., answer=...)``), as a
     graded hand-out does; from the second wrong check on they are shown. ``evaluate()`` and graded
@@ -191,9 +199,21 @@ class Exercise:
     teach_first = True  # every chapter: the first wrong check says what is wrong, not the answer
     seed = 0  # the inputs of a code answer's check in a learner's kernel (the grader draws its own)
     revealed_by = ()  # tools ("module:name") that print the answer: the prediction counts only before their import
+    defaults = {}  # a question that varies: its parameters in the self-study notebooks (see the class docstring)
+    templates = {}  # {cell id: template} of the cells that state its parameters
 
-    def __init__(self, chapter, name, cells, mode=SELF_STUDY):
+    @staticmethod
+    def draw(rng):
+        """A valid set of parameters drawn with ``rng`` (a ``random.Random``); an exercise that varies overrides it."""
+        return {}
+
+    def __init__(self, chapter, name, cells=None, mode=SELF_STUDY, params=None):
         self.chapter, self.name, self.mode = chapter, name, mode
+        cells = cells or {"call": f"ex.{name}.check()", "solution": ""}
+        unknown = sorted(set(params or {}) - set(self.defaults))
+        if unknown:
+            raise ValueError(f"{chapter}.{name} has the parameters {sorted(self.defaults)}, not {unknown}.")
+        self.params = {**self.defaults, **(params or {})}
         self.call = cells["call"]
         self.arguments = _signature_of(self.call)
         self._solution = cells["solution"]
@@ -205,6 +225,28 @@ class Exercise:
 
     def grade(self, *answers):  # pragma: no cover - every exercise overrides it
         raise NotImplementedError
+
+    def text_values(self):
+        """The values its templates and hints name, from ``self.params`` (nothing that gives an answer away)."""
+        return dict(self.params)
+
+    def reference_values(self):
+        """The values its solution cell's template names besides :meth:`text_values`: the reference answer, written
+        as code (left out of the grader's hand-out copy, as every ``reference*`` name)."""
+        return {}
+
+    def rendered_cells(self, solutions=True):
+        """``{cell id: text}`` of its templates filled with its parameters; with ``solutions``, its own solution
+        cell too (which needs :meth:`reference_values`)."""
+        values = self.text_values()
+        found = {}
+        for cell, template in self.templates.items():
+            if cell == f"ch{self.chapter}-{self.name}":
+                if solutions:
+                    found[cell] = fill(template, {**values, **self.reference_values()})
+            else:
+                found[cell] = fill(template, values)
+        return found
 
     def __repr__(self):
         return f"<Exercise {self.chapter}.{self.name}: {self.title} ({self.max_points} points); use {self.call}>"
@@ -342,13 +384,17 @@ class Exercise:
         """The text of hint ``level`` (from 1), counted as used. In a kernel the grader runs, the text comes
         from the grader, which records the request: the package the kernel imports has no hint texts."""
         self.hints_seen = max(self.hints_seen, level)
-        text = type(self).hints[level - 1]
+        text = self.hint_body(level)
         if os.environ.get(GRADER_RUN_ENV):
             try:
                 return input(f"{HINT_REQUEST} {self.chapter}.{self.name} {level}")
             except Exception:  # a kernel without the grader's stdin: the package's own (hidden) text
                 pass
         return text
+
+    def hint_body(self, level):
+        """The text of hint ``level`` (from 1) with this variant's values filled in, not counted as used."""
+        return fill(type(self).hints[level - 1], self.text_values())
 
     def solution(self):
         """Print the solution (not available in graded hand-outs)."""
@@ -362,14 +408,17 @@ class Exercise:
 class ChapterExercises:
     """The exercises of one chapter, as attributes ``q1``, ``q2``, ... (iterable, in order)."""
 
-    def __init__(self, number, title, named, mode=SELF_STUDY):
+    def __init__(self, number, title, named, mode=SELF_STUDY, variant=None):
         if mode not in (SELF_STUDY, GRADED):
             raise ValueError(f"mode must be {SELF_STUDY!r} or {GRADED!r}, not {mode!r}.")
-        self.chapter, self.title, self.mode = number, title, mode
+        unknown = sorted(set(variant or {}) - set(named))
+        if unknown:
+            raise ValueError(f"The variant names exercises {unknown} that chapter {number} does not have.")
+        self.chapter, self.title, self.mode, self.variant = number, title, mode, dict(variant or {})
         cells = notebook_cells()[number]["exercises"]
         self._items = []
         for name, cls in named.items():
-            item = cls(number, name, cells[name], mode)
+            item = cls(number, name, cells[name], mode, self.variant.get(name))
             self._items.append(item)
             setattr(self, name, item)
 
@@ -412,9 +461,23 @@ class Chapter:
         """The exercise classes, in the declared order."""
         return tuple(self.named.values())
 
-    def bind(self, mode=SELF_STUDY):
-        """A fresh :class:`ChapterExercises` of this chapter in ``mode``."""
-        return ChapterExercises(self.number, self.title, self.named, mode)
+    def bind(self, mode=SELF_STUDY, variant=None):
+        """A fresh :class:`ChapterExercises` of this chapter in ``mode``, with the parameters of ``variant``
+        (``{name: params}``, see :mod:`.variants`; default: every exercise's defaults)."""
+        return ChapterExercises(self.number, self.title, self.named, mode, variant)
+
+    def rendered_cells(self, variant=None, solutions=True):
+        """``{cell id: text}`` of every exercise's templates, filled with ``variant`` (default: the defaults).
+
+        Example:
+            >>> from course_utils.checkers import chapter_definition
+            >>> "8, 12, 16" in chapter_definition(4).rendered_cells()["c11"]
+            True
+        """
+        found = {}
+        for name, cls in self.named.items():
+            found.update(cls(self.number, name, None, SELF_STUDY, (variant or {}).get(name)).rendered_cells(solutions))
+        return found
 
     def max_points(self):
         """``{name: points}`` of the chapter's exercises, in the declared order."""

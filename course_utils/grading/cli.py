@@ -35,6 +35,7 @@ from pathlib import Path
 
 from course_utils.grading.notebook import (DEFAULT_TIMEOUT, FEEDBACK_MODES, Settings, grade_notebook, make_handout,
                                            not_graded, resolve_sandbox)
+from course_utils.grading.roster import RosterError, default_key_path, load_key, read_roster, student_of
 from course_utils.grading.report import COLUMNS, digest_path, printable, summary, write_csv
 from course_utils.grading.sandbox import DISK_LIMIT, MEMORY_LIMIT, NOT_SANDBOXED, SANDBOXES, SandboxUnavailable
 from course_utils.grading.submission import NotANotebook, read_submission
@@ -89,7 +90,8 @@ class _Table:
                 echo(f"  (could not write {self.path} yet: {err})")
 
 
-def grade_folder(folder, recursive=False, jobs=None, echo=print, output=None, settings=None, **options):
+def grade_folder(folder, recursive=False, jobs=None, echo=print, output=None, settings=None, roster=None, key=None,
+                 **options):
     """Grade every notebook in ``folder`` and write the table to ``output`` (default ``folder/grades.csv``).
 
     Every notebook is read once before any runs (and kept in the grader's temporary folder, not in its
@@ -107,6 +109,9 @@ def grade_folder(folder, recursive=False, jobs=None, echo=print, output=None, se
         settings: the run's :class:`~course_utils.grading.notebook.Settings` (default: made from
             ``options``: ``timeout``, ``chapter``, ``hint_cost``, ``feedback``, ``sandbox``,
             ``memory_limit``, ``disk_limit``).
+        roster, key: the roster's ids and the course key (:mod:`course_utils.grading.roster`): each submission is
+            graded as the student its path names, against their variant; one that names no id (or several) gets
+            a "not graded" row that says so. Without them, every exercise has its defaults.
 
     Returns:
         The rows written, as dicts keyed by ``COLUMNS``.
@@ -145,14 +150,17 @@ def grade_folder(folder, recursive=False, jobs=None, echo=print, output=None, se
     def grade_one(path):
         submission = names[path]
         try:
+            student = student_of(submission, roster) if roster is not None else None
             data = contents[path] if isinstance(contents[path], NotANotebook) else contents[path].read_bytes()
-            rows, note = grade_notebook(path, submission, settings, handout, data)
+            rows, note = grade_notebook(path, submission, settings, handout, data, student=student, key=key)
+        except RosterError as err:  # a submission whose name is no roster id's (or several ids')
+            rows, note = not_graded(submission, f"its name maps to no single student: {err}", sandbox=mode), ""
         except Exception as err:  # a bug of the grader's, or a submission it did not foresee: the run goes on
             echo(f"  the grader failed on {printable(submission)}: "
                  + printable("".join(traceback.format_exception(err)).rstrip()))
             rows, note = not_graded(submission, f"the grader failed on it ({type(err).__name__}: {str(err)[:100]})",
                                     sandbox=mode), ""
-        rows, note = [{key: printable(value) for key, value in row.items()} for row in rows], printable(note)
+        rows, note = [{name: printable(value) for name, value in row.items()} for row in rows], printable(note)
         table.add(submission, rows, echo)
         graded = not rows[0]["status"].startswith("not graded")
         result = f"{sum(r['points'] for r in rows):g}/{sum(r['max_points'] for r in rows)} points" if graded \
@@ -199,6 +207,13 @@ def main(argv=None):
     parser.add_argument("--disk-limit", type=float, default=DISK_LIMIT / 2 ** 30,
                         help=f"GiB a sandbox may write in all (its folders, /tmp and /dev/shm; held in memory, never "
                              f"on your disk; default {DISK_LIMIT / 2 ** 30:g})")
+    parser.add_argument("--roster", metavar="ROSTER.csv",
+                        help="grade each submission as the student its file or folder name names (the roster's `id` "
+                             "column), against that student's own variant of the questions (the per-student hand-outs "
+                             "of `build --graded-handouts OUT --roster ROSTER.csv`)")
+    parser.add_argument("--key", metavar="FILE",
+                        help=f"the course key the hand-outs were made with (default {default_key_path()}); only "
+                             f"with --roster; it never enters a sandbox")
     args = parser.parse_args(argv)
     folder = Path(args.folder)
     if not folder.is_dir():
@@ -215,6 +230,19 @@ def main(argv=None):
         print(f"error: --chapter {args.chapter}: there are graded exercises for chapters {sorted(CHAPTER_MODULES)}.",
               file=sys.stderr)
         return 2
+    roster = key = None
+    if args.key and not args.roster:
+        print("error: --key is used with --roster (the students whose variants it draws).", file=sys.stderr)
+        return 2
+    if args.roster:
+        try:
+            roster = [student["id"] for student in read_roster(args.roster)]
+            key, key_path, _ = load_key(args.key)
+        except RosterError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"Grading against the variants of {len(roster)} student(s) of {args.roster}, drawn with the course key "
+              f"{key_path}.")
     output = Path(args.output) if args.output else folder / CSV_NAME
     try:
         if output.is_dir():
@@ -233,7 +261,8 @@ def main(argv=None):
     settings = Settings(timeout=args.timeout, chapter=args.chapter, hint_cost=args.hint_cost, feedback=args.feedback,
                         sandbox=mode, memory_limit=int(args.memory_limit * 2 ** 30),
                         disk_limit=int(args.disk_limit * 2 ** 30))
-    rows = grade_folder(folder, recursive=args.recursive, jobs=args.jobs, output=output, settings=settings)
+    rows = grade_folder(folder, recursive=args.recursive, jobs=args.jobs, output=output, settings=settings,
+                        roster=roster, key=key)
     print()
     print(summary(rows) if rows else "No notebooks found (only *.ipynb files are graded).")
     if warning:

@@ -6,7 +6,8 @@ package and removes, from every checker module (``checkers/*.py``):
 
 - the methods named ``grade`` or ``judge``, and the methods and module-level functions whose names
   start with ``_grade`` or ``_judge``;
-- the module-level functions and classes whose names start with ``reference`` or ``_reference``;
+- the module-level functions and classes, and the methods, whose names start with ``reference`` or ``_reference``
+  (an exercise's ``reference_values``: its answer, written into a variant's solution cell);
 - the solution code of every exercise (``notebook_cells.json`` keeps each check call and cell id);
 - the text of every hint: each class's ``hints`` tuple keeps its length, each text becomes
   :data:`HIDDEN_HINT`. A graded kernel gets a hint's text from the grader, which records the
@@ -36,7 +37,7 @@ def _judging(node, in_class):
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return False
     if in_class:
-        return node.name in JUDGING_METHODS or node.name.startswith(JUDGING_PREFIXES)
+        return node.name in JUDGING_METHODS or node.name.startswith(JUDGING_PREFIXES + REFERENCE_PREFIXES)
     return node.name.startswith(REFERENCE_PREFIXES + JUDGING_PREFIXES)
 
 

@@ -7,6 +7,7 @@ with caps (:mod:`course_utils.grading.submission`); everything else (the scan of
 the judging of its answers) happens in the driver's process, within the notebook's own time limit,
 which counts from the moment the grader starts on it.
 """
+import json
 import os
 import tempfile
 import time
@@ -161,7 +162,7 @@ def _answer_flags(records, settings):
     return flags
 
 
-def grade_notebook(path, submission, settings=None, handout=None, data=None, **options):
+def grade_notebook(path, submission, settings=None, handout=None, data=None, student=None, key=None, **options):
     """Run one handed-in notebook under the grader and return its rows for ``grades.csv``.
 
     Args:
@@ -172,6 +173,9 @@ def grade_notebook(path, submission, settings=None, handout=None, data=None, **o
             :func:`~course_utils.grading.cli.grade_folder`; default: made now).
         data: the file's bytes, already read (default: read ``path`` now, see
             :func:`~course_utils.grading.submission.read_submission`), or the ``NotANotebook`` that reading raised.
+        student, key: grade it as this roster id's, against that student's variant, drawn from the course ``key``
+            (bytes; :mod:`course_utils.grading.roster`): the key stays here, the kernel gets the parameters.
+            Without them, every exercise has its defaults (the self-study notebooks).
 
     Returns:
         ``(rows, note)``: one row per exercise (dicts keyed by ``COLUMNS``), or one "not graded"
@@ -214,6 +218,14 @@ def grade_notebook(path, submission, settings=None, handout=None, data=None, **o
               for name, points in max_points.items()]
     hints = saved_hint_levels(nb, number)  # what the student's own session printed (in the notebook's time)
     env = _kernel_env(cells["keras"], cells["dtensor"], sandboxed=mode == "bwrap")
+    variant = None
+    if student is not None:
+        from course_utils.checkers.variants import VARIANT_ENV, student_variant
+        from course_utils.grading.roster import variant_flags
+
+        variant = student_variant(chapter_definition(number), key, student)
+        flags += variant_flags(nb, chapter_definition(number), variant, student)
+        env[VARIANT_ENV] = json.dumps(variant)  # the parameters only (not secret): the kernel's collect uses them
     with tempfile.TemporaryDirectory(prefix="course-grade-", ignore_cleanup_errors=True) as scratch:
         handout = Path(handout) if handout else make_handout(scratch)
         results = Path(scratch) / "results.jsonl"  # written by the driver, out of the kernel's reach
@@ -230,7 +242,7 @@ def grade_notebook(path, submission, settings=None, handout=None, data=None, **o
             exports.mkdir()
             kernel_env = env
         payload = {"cells": [{"cell_type": c["cell_type"], "source": c["source"], "id": c["id"]} for c in nb["cells"]],
-                   "chapter": number, "mode": settings.feedback, "checks": checks, "exports": str(exports),
+                   "chapter": number, "mode": settings.feedback, "variant": variant, "checks": checks, "exports": str(exports),
                    "results": str(results), "stamp": cells.get("setup"),
                    "disk_limit": settings.disk_limit if mode == "bwrap" else None}
         left = max(1.0, settings.timeout - (time.monotonic() - started))

@@ -121,7 +121,7 @@ def serve_hint(prompt, items, log):
         return ""
     level = int(asked[3])
     log({"hint": item.name, "level": level})
-    return type(item).hints[level - 1]
+    return item.hint_body(level)  # the text with the student's own numbers (their variant)
 
 
 def _log_to(path):
@@ -136,7 +136,7 @@ def grade_cells(session, payload, report):
     """The driver (see the module docstring).
 
     ``payload`` holds the student's cells (``cell_type``, ``source``, ``id``), the chapter, the
-    feedback mode (the instructor's), the checks to run (``{"exercise", "cell", "max_points"}``),
+    feedback mode (the instructor's), ``variant`` (the student's parameters, or None for the defaults), the checks to run (``{"exercise", "cell", "max_points"}``),
     ``exports`` (the folder the kernel writes its answers to, as the kernel sees it and as this
     process does), ``results`` (the grader's file, out of the kernel's reach), ``stamp`` (the set-up
     cell as the build stamps it) and ``disk_limit`` (bytes the sandbox may write, or None without
@@ -151,7 +151,7 @@ def grade_cells(session, payload, report):
     if definition.uses_tensorflow:  # judging reads tensors back: import TensorFlow while the notebook runs
         loading = threading.Thread(target=importlib.import_module, args=("tensorflow",), daemon=True)
         loading.start()
-    items = {item.name: item for item in definition.bind(payload["mode"])}
+    items = {item.name: item for item in definition.bind(payload["mode"], payload.get("variant"))}
     session.on_input = lambda prompt: serve_hint(prompt, items, log)
     code = [(index + 1, cell["source"]) for index, cell in enumerate(payload["cells"]) if cell["cell_type"] == "code"]
     log({"flags": scan_cells(code, payload.get("stamp"))})

@@ -15,6 +15,8 @@ A maintainer tool: it works on a clone of the course (see :mod:`course_utils.too
   notebooks are the one source of solution code.
 - Writes the facts of ``README.md`` and ``docs/*.md`` between their markers (:mod:`course_utils.tools.docs`): the
   counts, defaults, versions and plans the pages state are computed, not typed.
+- Fills the cells that exercises declare as templates (a question that varies per student, see
+  :mod:`course_utils.checkers.variants`) with their default parameters: the template is their one source.
 - Strips outputs, execution counts and personal metadata; a cell keeps its ``tags`` and its ``slides``
   (the chapter's workshop deck, :mod:`course_utils.tools.site.slides`).
 
@@ -90,15 +92,21 @@ def make_exercise(solution):
     return exercise
 
 
-def make_graded(exercise):
-    """A graded hand-out of an exercise notebook: checkers in graded mode, no ``solution()`` lines."""
+def make_graded(exercise, student=None, variant=None):
+    """A graded hand-out of an exercise notebook: checkers in graded mode, no ``solution()`` lines. With ``student``
+    (a roster id), its metadata names them (``course.student``) and its checkers get their ``variant`` (the
+    parameters the notebook's questions were filled with: :func:`student_notebook`)."""
     graded = nbformat.from_dict(exercise)
     graded.metadata["course"]["mode"] = "graded"
+    call = r'ex = exercises(\g<chapter>, mode="graded")'
+    if student is not None:
+        graded.metadata["course"]["student"] = student
+        call = f'ex = exercises(\\g<chapter>, mode="graded", variant={variant or {}!r})'
     for cell in graded.cells:
         if cell.get("id") == HOW_ID:
             cell.source = HOW_IT_WORKS["graded"]
         elif cell.cell_type == "code":
-            cell.source = EXERCISES_CALL.sub(r'ex = exercises(\g<chapter>, mode="graded")', cell.source)
+            cell.source = EXERCISES_CALL.sub(call, cell.source)
             cell.source = "\n".join(line for line in cell.source.split("\n") if ".solution()" not in line)
     return graded
 
@@ -179,6 +187,29 @@ def stamp(nb, relative_path, config):
     return nb
 
 
+def apply_templates(solution, variant=None):
+    """Fill the cells of a (stamped) solution notebook that its chapter's exercises declare as templates
+    (:mod:`course_utils.checkers.variants`) with ``variant``'s parameters (default: the self-study ones); return it.
+
+    Raises:
+        ValueError: a template names a cell id the notebook does not have.
+    """
+    from course_utils.checkers import CHAPTER_MODULES, chapter_definition
+
+    number = solution.metadata["course"]["chapter"]
+    if number not in CHAPTER_MODULES:
+        return solution
+    texts = chapter_definition(number).rendered_cells(variant)
+    cells = {cell.get("id"): cell for cell in solution.cells}
+    missing = sorted(set(texts) - set(cells))
+    if missing:
+        raise ValueError(f"Chapter {number}'s exercises declare templates for the cells {missing}, which its solution "
+                         f"notebook does not have: give those cells these ids, or fix the templates' ids.")
+    for cell_id, text in texts.items():
+        cells[cell_id].source = text
+    return solution
+
+
 def expected_files(root, write_cells=False):
     """Map each generated path to its expected text: the stamped notebooks, ``notebook_cells.json`` and the pages
     (``README.md``, ``docs/*.md``) with their facts written in. The pages' facts come from the checkers, which check
@@ -191,7 +222,7 @@ def expected_files(root, write_cells=False):
             nb = nbformat.read(path, as_version=4)
             notebooks[path] = stamp(clean(nb), path.relative_to(root).as_posix(), config)
     for path in sorted((root / "solutions").glob("*.ipynb")):
-        solution = name_exercise_cells(notebooks[path])
+        solution = apply_templates(name_exercise_cells(notebooks[path]))
         chapters[solution.metadata["course"]["chapter"]] = exercise_cells(solution)
         target = root / "exercises" / path.name
         notebooks[target] = stamp(make_exercise(solution), target.relative_to(root).as_posix(), config)
@@ -204,6 +235,50 @@ def expected_files(root, write_cells=False):
     for path in page_paths(root):
         files[path] = fill_page(path.read_text(encoding="utf-8"), path, root)
     return files
+
+
+def student_notebook(solution, student, key, solutions=False):
+    """One student's graded hand-out of a chapter (from its built solution notebook): the questions that vary filled
+    with the student's variant, drawn from the course ``key`` (:mod:`course_utils.checkers.variants`), the id in
+    its metadata; with ``solutions``, that variant's worked solution instead of the placeholders (for tests).
+
+    Returns:
+        ``(notebook, variant)``.
+    """
+    from course_utils.checkers import chapter_definition
+    from course_utils.checkers.variants import student_variant
+
+    number = solution.metadata["course"]["chapter"]
+    variant = student_variant(chapter_definition(number), key, student)
+    filled = apply_templates(nbformat.from_dict(solution), variant)
+    return make_graded(filled if solutions else make_exercise(filled), student, variant), variant
+
+
+def write_student_handouts(root, folder, roster, key_path=None):
+    """Write each student's graded hand-out of every chapter with exercises into ``folder``, as
+    ``<chapter file stem>-<id>.ipynb``; return the paths, the key's path, whether it was created now, and the
+    number of distinct variants per chapter.
+
+    Raises:
+        RosterError: the roster or the key cannot be used (see :mod:`course_utils.grading.roster`).
+    """
+    from course_utils.checkers.variants import variant_label
+    from course_utils.grading.roster import load_key, read_roster
+
+    students = read_roster(roster)
+    key, key_path, created = load_key(key_path, create=True)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written, labels = [], {}
+    for path in sorted((root / "solutions").glob("*.ipynb")):
+        solution = nbformat.read(path, as_version=4)
+        for student in students:
+            nb, variant = student_notebook(solution, student["id"], key)
+            labels.setdefault(path.stem, set()).add(variant_label(variant))
+            target = folder / f"{path.stem}-{student['id']}.ipynb"
+            target.write_text(nbformat.writes(nb) + "\n")
+            written.append(target)
+    return written, key_path, created, {stem: len(found) for stem, found in labels.items()}
 
 
 def write_graded_handouts(root, folder):
@@ -222,7 +297,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 course.py build", description=__doc__.splitlines()[0])
     parser.add_argument("--verify", action="store_true", help="write nothing; exit 1 if anything is stale")
     parser.add_argument("--graded-handouts", metavar="DIR", help="write graded hand-outs of the exercises into DIR")
+    parser.add_argument("--roster", metavar="ROSTER.csv",
+                        help="with --graded-handouts: one hand-out per student of the roster (a CSV with an `id` "
+                             "column), each with the student's own variant of the questions that vary")
+    parser.add_argument("--key", metavar="FILE",
+                        help="the course key the variants are drawn with, created on first use (default: "
+                             "$XDG_CONFIG_HOME/tf-distributed-course/course.key); keep it, private, for grading")
     args = parser.parse_args(argv)
+    if (args.roster or args.key) and not args.graded_handouts:
+        parser.error("--roster and --key go with --graded-handouts DIR (where the students' hand-outs are written)")
     root = checkout_root()
     stale = []
     for path, text in expected_files(root, write_cells=not args.verify).items():
@@ -241,7 +324,21 @@ def main(argv=None):
         print("All notebooks, exercises and pages are up to date.")
         return 0
     print(f"Wrote {len(stale)} file(s)." + (f" Exercises without a solution: {orphans}" if orphans else ""))
-    if args.graded_handouts:
+    if args.graded_handouts and args.roster:
+        from course_utils.grading.roster import RosterError
+
+        try:
+            written, key_path, created, distinct = write_student_handouts(root, args.graded_handouts, args.roster,
+                                                                          args.key)
+        except RosterError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"Wrote {len(written)} per-student graded hand-out(s) to {args.graded_handouts}, with the course key "
+              f"{key_path}" + (" (created now: keep it, private, outside the hand-outs; the grader needs it)."
+                               if created else "."))
+        print("Distinct variants per chapter: " + ", ".join(f"{stem.split('_')[0]}: {n}"
+                                                              for stem, n in distinct.items()))
+    elif args.graded_handouts:
         written = write_graded_handouts(root, args.graded_handouts)
         print(f"Wrote {len(written)} graded hand-out(s) to {args.graded_handouts}.")
     return 0

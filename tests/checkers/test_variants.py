@@ -1,0 +1,249 @@
+"""Per-student variants: seeds, draws, the texts filled from them, and the checkers on many draws (issue 40).
+
+Each varied exercise is checked on many draws: every draw is a valid question, its filled solution scores full
+marks, and the aimed hints still recognise the typical mistakes."""
+import itertools
+import random
+import re
+import textwrap
+
+import pytest
+
+from course_utils.checkers import chapter_definition, ch4, exercises
+from course_utils.checkers.core import GRADED
+from course_utils.checkers.variants import VARIANT_ENV, fill, student_rng, student_variant, variant_from_env, \
+    variant_label
+from course_utils.grading.handout import HIDDEN_HINT, strip_checker_source
+from course_utils.grading.session import serve_hint
+
+KEY = bytes(range(32))
+DRAWS = 200
+VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5")}  # the chapters converted so far, and their exercises that vary
+
+
+def draws(cls, count=DRAWS):
+    rng = random.Random(40)
+    return [cls.draw(rng) for _ in range(count)]
+
+
+def item(chapter, name, params, mode="self-study"):
+    return chapter_definition(chapter).bind(mode, {name: params}).__getattribute__(name)
+
+
+def solution_answers(exercise):
+    """The answers the exercise's filled solution cell defines (its code run without the check call)."""
+    cell = exercise.rendered_cells()[f"ch{exercise.chapter}-{exercise.name}"]
+    cell = cell.split("# BEGIN SOLUTION", 1)[1].split("\n", 1)[1]  # the solution block (and the check after it)
+    code = "\n".join(line for line in cell.splitlines() if not line.startswith(("# END", "ex.")))
+    namespace = {}
+    exec(textwrap.dedent(code), namespace)  # noqa: S102 - the course's own solution text
+    return [namespace[name] for name in exercise.arguments]
+
+
+def test_fill_replaces_only_double_braces_and_names_a_missing_value():
+    assert fill("{'a': {{x}}} {x}", {"x": 3}) == "{'a': 3} {x}"
+    with pytest.raises(KeyError, match=r"\{\{y\}\}.*text_values"):
+        fill("{{y}}", {"x": 3})
+
+
+def test_seeds_are_deterministic_per_key_student_and_exercise():
+    one = student_rng(KEY, "alice", 4, "q3").random()
+    assert one == student_rng(KEY, "alice", 4, "q3").random()
+    assert one != student_rng(KEY, "alice", 4, "q5").random() != student_rng(KEY, "bob", 4, "q3").random()
+    assert one != student_rng(bytes(32), "alice", 4, "q3").random()
+    with pytest.raises(TypeError, match="bytes"):
+        student_rng("a key as text", "alice", 4, "q3")
+
+
+@pytest.mark.parametrize("chapter", sorted(VARIED))
+def test_a_class_of_30_gets_30_variants_never_the_self_study_one(chapter):
+    definition = chapter_definition(chapter)
+    assert sorted(n for n, c in definition.named.items() if c.defaults) == sorted(VARIED[chapter])
+    variants = [student_variant(definition, KEY, f"s{n:03d}") for n in range(30)]
+    assert variants[0] == student_variant(definition, KEY, "s000")  # the same key and id: the same variant
+    for name in VARIED[chapter]:
+        assert all(v[name] != definition.named[name].defaults for v in variants)
+        print(f"chapter {chapter} {name}: {len({variant_label(v[name]) for v in variants})} distinct of 30")
+    distinct = len({variant_label(v) for v in variants})
+    print(f"chapter {chapter}: {distinct} distinct variants in a class of 30")
+    assert distinct >= 27  # chapter 2 varies only the order of six scenarios (720 orders): a few pairs share one
+
+
+@pytest.mark.parametrize("chapter", sorted(VARIED))
+def test_a_neighbours_answers_earn_well_below_half_of_the_varied_points(chapter):
+    """Over a class of 40, each student's answers judged against the next student's variant."""
+    definition = chapter_definition(chapter)
+    variants = [student_variant(definition, KEY, f"s{n:03d}") for n in range(40)]
+    most = sum(definition.max_points()[name] for name in VARIED[chapter])
+    earned = []
+    for mine, theirs in zip(variants, variants[1:] + variants[:1]):
+        own, other = definition.bind(variant=mine), definition.bind(variant=theirs)
+        earned.append(sum(getattr(own, name).evaluate(*solution_answers(getattr(other, name))).points
+                          for name in VARIED[chapter]))
+    print(f"chapter {chapter}: a neighbour's answers earn {sum(earned) / len(earned):.2f} of {most} points on "
+          f"average (at most {max(earned)}; {earned.count(most)} of 40 full marks)")
+    assert sum(earned) / len(earned) < most / 4 and max(earned) <= most
+
+
+def test_the_kernel_reads_the_variant_the_grader_passes(monkeypatch):
+    assert variant_from_env({}) is None
+    with pytest.raises(ValueError, match=VARIANT_ENV):
+        variant_from_env({VARIANT_ENV: "[1, 2]"})
+    params = draws(ch4.LayoutCost, 1)[0]
+    monkeypatch.setenv(VARIANT_ENV, '{"q5": %s}' % str(params).replace("'", '"'))
+    assert exercises(4).q5.params == params
+    monkeypatch.delenv(VARIANT_ENV)
+    assert exercises(4).q5.params == ch4.LayoutCost.defaults
+
+
+def test_a_variant_with_unknown_parameters_or_exercises_is_refused():
+    with pytest.raises(ValueError, match="parameters"):
+        chapter_definition(4).bind(variant={"q5": {"batch": 2, "width": 3}})
+    with pytest.raises(ValueError, match="q9"):
+        chapter_definition(4).bind(variant={"q9": {}})
+
+
+def test_ch1_q2_every_draw_is_what_tensorflow_does_scores_its_solution_and_gets_the_aimed_hints():
+    import tensorflow as tf
+    from course_utils.checkers import ch1
+
+    for number, params in enumerate(draws(ch1.PredictTracing, 40)):
+        exercise = item(1, "q2", params)
+        right = solution_answers(exercise)[0]
+        assert right == ch1._reference_traces(params["calls"]) and exercise.evaluate(right).points == 2
+        if number < 10:  # measured: a fresh tf.function, called as the question's table says
+            traced = []
+            g = tf.function(lambda x, training: traced.append(1) or (x + 1 if training else x - 1))
+            observed = []
+            for dtype, values, training in params["calls"]:
+                before = len(traced)
+                g(tf.constant(values, dtype=dtype), training=training)
+                observed.append(len(traced) > before)
+            assert observed == right, params
+        ideas = ch1._reference_call_ideas(params["calls"])
+        for index, idea in enumerate(ideas):
+            if idea == "first":
+                continue
+            flipped = list(right)
+            flipped[index] = not flipped[index]
+            result = exercise.evaluate(flipped)
+            assert result.points == 1 and ch1.IDEAS[idea] in result.message, (params, index, str(result))
+            assert ch1._reference_why_traces(params["calls"])[index] in exercise.evaluate(flipped).message
+        table = exercise.rendered_cells()["c05"]
+        assert all(f"| {n} | `{ch1.call_text(call)}` |" in table for n, call in enumerate(params["calls"], 1))
+
+
+def test_ch2_q3_every_order_scores_its_solution_full_marks_and_the_aimed_hints_follow_the_scenario():
+    from course_utils.checkers import ch2
+
+    assert len({params["order"] for params in draws(ch2.PickStrategy, 6000)}) == 720  # every order comes up
+    truth = ch2._reference_scenario_strategies()
+    for order in {"".join(p) for p in itertools.permutations("abcdef")} - {"abcdef"}:
+        exercise = item(2, "q3", {"order": order})
+        right = solution_answers(exercise)[0]
+        assert right == {letter: truth[key] for letter, key in zip("abcdef", order)}
+        assert exercise.evaluate(right).points == 6
+        text = exercise.rendered_cells()["c08"]
+        f, a = "abcdef"[order.index("f")], "abcdef"[order.index("a")]
+        assert f"- **{f}.** A single weight matrix is too large" in text
+        assert "variable_partitioner" in exercise.evaluate(dict(right, **{f: "ParameterServerStrategy"})).message
+        assert "several machines" in exercise.evaluate(dict(right, **{a: "MultiWorkerMirroredStrategy"})).message
+
+
+def test_ch4_q3_every_draw_is_valid_and_its_solution_scores_full_marks():
+    sizes = dict(ch4.SHARD_MESH)
+    for params in draws(ch4.ShardShapes):
+        assert params != ch4.ShardShapes.defaults and sorted(params["layouts"]) == list("abcd")
+        specs = list(params["layouts"].values())
+        assert len({tuple(s) for s in specs}) == 4 and any("batch" in s and "model" in s for s in specs)
+        for s in specs:
+            assert all(n % sizes[a] == 0 for n, a in zip(params["shape"], s) if a != "unsharded"), params
+        exercise = item(4, "q3", params)
+        result = exercise.evaluate(*solution_answers(exercise))
+        assert result.points == result.max_points, (params, str(result))
+
+
+def test_ch4_q3_the_typical_mistakes_get_their_hint_on_every_draw():
+    for params in draws(ch4.ShardShapes, 60):
+        exercise = item(4, "q3", params)
+        shapes, copies = solution_answers(exercise)
+        sharded = next(k for k, s in params["layouts"].items() if s != ["unsharded"] * 3)
+        wrong = exercise.evaluate(dict(shapes, **{sharded: tuple(params["shape"])}), copies)
+        assert "that is the global shape" in wrong.message and wrong.points == 3, (params, str(wrong))
+        one_axis = next(k for k, s in params["layouts"].items() if len(set(s) - {"unsharded"}) == 1)
+        swapped = {"batch": 4, "model": 2}
+        wrong_axis = tuple(n if a == "unsharded" else n // swapped[a]
+                           for n, a in zip(params["shape"], params["layouts"][one_axis]))
+        assert "wrong mesh axis" in exercise.evaluate(dict(shapes, **{one_axis: wrong_axis}), copies).message
+        pieces = {k: 8 // n for k, n in copies.items()}
+        assert "DIFFERENT pieces" in exercise.evaluate(shapes, pieces).message
+
+
+def test_ch4_q4_every_order_is_valid_its_solution_scores_full_marks_and_the_aimed_hints_follow_the_case():
+    assert len({params["order"] for params in draws(ch4.WhichCollective, 1000)}) == 120  # every order comes up
+    orders = {"".join(p) for p in itertools.permutations("abcde")} - {"abcde"}  # student_variant redraws this one
+    truth = {case: answer for case, (answer, _) in ch4._reference_collectives().items()}
+    for order in orders:
+        exercise = item(4, "q4", {"order": order})
+        right = solution_answers(exercise)[0]
+        assert {letter: truth[case] for letter, case in zip("abcde", order)} == right
+        result = exercise.evaluate(right)
+        assert result.points == result.max_points, (order, str(result))
+        d, e = "abcde"[order.index("d")], "abcde"[order.index("e")]
+        assert f"In case {d}, DTensor" in exercise.hint_body(3) and f"In case {e}, 'batch'" in exercise.hint_body(3)
+        assert f"Case **{d}** splits" in exercise.rendered_cells()["c14"]
+        other_plan = exercise.evaluate(dict(right, **{d: ("all-gather", "model")}))
+        assert "gathering w whole along k is a plan" in other_plan.message and other_plan.points == 4
+        kind = exercise.evaluate(dict(right, **{e: ("all-reduce", "batch")}))
+        assert "could they finish the sums" in kind.message, (order, str(kind))
+        nothing = exercise.evaluate(dict(right, **{d: "none"}))
+        assert "cannot finish alone" in nothing.message
+
+
+def test_ch4_q5_every_draw_is_valid_and_its_solution_scores_full_marks():
+    for params in draws(ch4.LayoutCost):
+        assert params != ch4.LayoutCost.defaults and (params["batch"], params["model"]) != (4, 2)
+        assert params["examples"] % params["batch"] == 0
+        truth = ch4._reference_layout_costs(params)
+        assert truth["even_at"] == (params["batch"] - 1) * params["features"] != params["examples"]
+        exercise = item(4, "q5", params)
+        result = exercise.evaluate(*solution_answers(exercise))
+        assert result.points == result.max_points, (params, str(result))
+
+
+def test_ch4_q5_the_typical_mistakes_get_their_hint_on_every_draw():
+    for params in draws(ch4.LayoutCost, 60):
+        exercise = item(4, "q5", params)
+        truth = ch4._reference_layout_costs(params)
+        recognised = 0
+        for key, slips in ch4._reference_cost_slips(params).items():
+            seen = {truth[key]} | ({truth[key] // 4} if key in ch4.COST_BYTES else set())
+            for value, why, _ in slips:
+                if value in seen:
+                    continue  # the right answer, an earlier slip of the same value (whose hint it gets), or elements
+                seen.add(value)
+                result = exercise.evaluate(dict(truth, **{key: value}))
+                assert result.points == 4 and why in result.message, (params, key, value, str(result))
+                recognised += 1
+        assert recognised >= 8, params
+        elements = exercise.evaluate(dict(truth, b_held=truth["b_held"] // 4))
+        assert "counts the float32 numbers" in elements.message
+
+
+def test_hints_state_the_variants_numbers_and_the_grader_serves_them():
+    params = next(p for p in draws(ch4.LayoutCost) if p["features"] != 4096)
+    exercise = item(4, "q5", params, GRADED)
+    assert f"by {params['features']} features" in exercise.hint_body(3)
+    assert "{{" not in "".join(exercise.hints[:]) and exercise.hints_seen == 3
+    logged = []
+    assert serve_hint("course-hint 4.q5 3", {"q5": exercise}, logged.append) == exercise.hint_body(3)
+    assert logged == [{"hint": "q5", "level": 3}]
+
+
+def test_the_sandbox_copy_has_no_reference_values_nor_hint_texts():
+    import course_utils.checkers.ch4 as module
+    from pathlib import Path
+
+    stripped = strip_checker_source(Path(module.__file__).read_text())
+    assert "def reference_values" not in stripped and "def draw" in stripped and "def text_values" in stripped
+    assert re.search(r"hints = \((\s*'" + re.escape(HIDDEN_HINT) + r"',?)+\s*\)", stripped)
