@@ -28,7 +28,7 @@ from course_utils.checkers.core import CELLS_FILE
 __all__ = ["HIDDEN_HINT", "handout_package", "strip_checker_source", "strip_solutions"]
 
 HIDDEN_HINT = "(hint text served by the grader)"
-JUDGING_METHODS = ("grade", "judge")
+JUDGING_METHODS = ("grade", "judge", "draw")  # draw: a variant's parameters, drawn by the grader and the build only
 JUDGING_PREFIXES = ("_grade", "_judge")
 REFERENCE_PREFIXES = ("reference", "_reference")
 

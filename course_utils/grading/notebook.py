@@ -217,12 +217,13 @@ def grade_notebook(path, submission, settings=None, handout=None, data=None, stu
     checks = [{"exercise": name, "cell": cells["exercises"][name]["cell"], "max_points": points}
               for name, points in max_points.items()]
     hints = saved_hint_levels(nb, number)  # what the student's own session printed (in the notebook's time)
+    from course_utils.checkers.variants import VARIANT_ENV, student_variant
+    from course_utils.grading.roster import variant_flags
+
     env = _kernel_env(cells["keras"], cells["dtensor"], sandboxed=mode == "bwrap")
+    env.pop(VARIANT_ENV, None)  # only the grader's own choice, never one left in the instructor's environment
     variant = None
     if student is not None:
-        from course_utils.checkers.variants import VARIANT_ENV, student_variant
-        from course_utils.grading.roster import variant_flags
-
         variant = student_variant(chapter_definition(number), key, student)
         flags += variant_flags(nb, chapter_definition(number), variant, student)
         env[VARIANT_ENV] = json.dumps(variant)  # the parameters only (not secret): the kernel's collect uses them

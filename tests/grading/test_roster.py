@@ -85,7 +85,7 @@ def test_a_hand_out_is_its_students_and_another_students_is_flagged():
     bobs = student_notebook(solution, "bob", KEY)[1]
     flags = variant_flags(mine, definition, bobs, "bob")
     assert flags[0] == "its metadata names the student 'alice', but it was collected as bob's"
-    assert flags[1].startswith("the question text of q3, q5 is not bob's variant")
+    assert flags[1].startswith("the question text of q3, q4, q5 is not bob's variant")
     public = nbformat.read(ROOT / "exercises" / "04_meshes_and_layouts.ipynb", as_version=4)
     assert variant_flags({"metadata": public.metadata, "cells": [dict(c) for c in public.cells]}, definition, bobs,
                          "bob") == [flags[1]]
