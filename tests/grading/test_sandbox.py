@@ -302,7 +302,7 @@ def test_the_run_goes_on_when_the_grader_fails_and_writes_each_result_as_it_arri
         (tmp_path / f"{name}.ipynb").write_text("{}")
     seen = {}
 
-    def fake(path, submission, *args):
+    def fake(path, submission, *args, **options):
         seen[submission] = (tmp_path / "grades.csv").read_text() if (tmp_path / "grades.csv").exists() else ""
         if submission == "b.ipynb":
             raise RuntimeError("a bug")
