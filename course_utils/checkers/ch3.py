@@ -53,8 +53,8 @@ def _cluster_problems(cluster, right):
                 why.append("the 'chief' is missing: with ParameterServerStrategy the chief runs the "
                            "ClusterCoordinator and must be in the cluster")
             elif role == "chief":
-                why.append(f"the 'chief' is missing: this job's chief ({', '.join(addresses)}) is a task of its own "
-                           f"role, not one of the workers")
+                why.append("the 'chief' is missing: this job's chief is a task of its own role, with a list of its "
+                           "own, not one of the workers")
             else:
                 why.append(f"the {role!r} role is missing")
         elif not isinstance(given, list) or not all(isinstance(a, str) for a in given):
@@ -114,8 +114,23 @@ def _localhost(address):
     return address
 
 
-def grade_tf_config(tf_config, expected, task_words):
-    """Grade a TF_CONFIG string against ``expected``: 1 point for the cluster, 1 for the task."""
+def _host_of(cluster, task):
+    """The host of the task ``task`` names in ``cluster`` (None when the cluster has no such task)."""
+    addresses = cluster.get(task.get("type"))
+    index = task.get("index")
+    if isinstance(addresses, list) and isinstance(index, int) and 0 <= index < len(addresses) and \
+            isinstance(addresses[index], str):
+        return addresses[index].rsplit(":", 1)[0]
+    return None
+
+
+def grade_tf_config(tf_config, expected, task_words, diagnose=None, asked_host=None):
+    """Grade a TF_CONFIG string against ``expected``: 1 point for the cluster, 1 for the task.
+
+    ``diagnose(cluster)``, when given, names the mistake of a wrong cluster dict aimed at the exercise's case (or
+    returns None: the general reasons follow). With ``asked_host``, a task that equals the expected one but points, in
+    a wrong cluster the answer gives, to another host than ``asked_host`` earns nothing: that process would take
+    another node's address."""
     fb = Feedback()
     config, cap = _parse_tf_config(fb, tf_config)
     if config is None:
@@ -151,11 +166,16 @@ def grade_tf_config(tf_config, expected, task_words):
     elif cluster == expected["cluster"]:
         fb.right("cluster")
     else:
-        why = _cluster_problems(cluster, expected["cluster"])
+        aimed = diagnose(cluster) if diagnose else None
+        why = [aimed] if aimed else _cluster_problems(cluster, expected["cluster"])
         fb.wrong("cluster: " + ("; ".join(why) if why else "it differs from the one described") + ".",
                  answer=f"It is {expected['cluster']}.")
     if not isinstance(task, dict):
         fb.wrong("'task' is missing or not a dict like {'type': ..., 'index': ...}.")
+    elif task == expected["task"] and asked_host and isinstance(cluster, dict) and \
+            cluster != expected["cluster"] and _host_of(cluster, task) != asked_host:
+        fb.wrong(f"task: in your cluster, {task['type']} {task['index']} is {_host_of(cluster, task) or 'no task'}, "
+                 f"so the process would take that address, not {task_words}'s.")
     elif task == expected["task"]:
         fb.right(f"task: {task_words}")
     else:
@@ -165,9 +185,14 @@ def grade_tf_config(tf_config, expected, task_words):
     return fb
 
 
-# Exercises 1 and 2: the TF_CONFIG of the process that listens on a given address, in a job the chapter did not start
-# (a MultiWorkerMirroredStrategy job with a 'chief' task; a ParameterServerStrategy job with two parameter servers).
-WORKER_ASKED, PS_ASKED = "localhost:12347", "localhost:20004"  # the question's addresses
+# Exercise 1: the TF_CONFIG of one task of a Slurm step (the chapter's slurm_tf_config would print it: the prediction
+# counts only before it is imported or used). Exercise 2: the TF_CONFIG of the process that listens on a given
+# address, in a ParameterServerStrategy job with two parameter servers (a job the chapter did not start).
+SLURM_JOBS = {"chief": 1, "worker": 3}  # exercise 1's job: a chief beside the workers, which the chapter's had not
+SLURM_NODES = ("node8", "node9", "node10", "node11")  # Slurm's node order; as text, node10 and node11 come first
+SLURM_PORT = 2222  # every task's port (one task per node)
+WORKER_ASKED = "node10"  # the task the question asks about
+PS_ASKED = "localhost:20004"
 
 
 def _reference_config_of(cluster, address):
@@ -178,12 +203,41 @@ def _reference_config_of(cluster, address):
     return {"cluster": cluster, "task": {"type": role, "index": index}}
 
 
+def _slurm_cluster(nodes, job_order):
+    """The cluster of SLURM_JOBS when its tasks take the ranks on ``nodes`` (one task each, in rank order) job after
+    job in ``job_order``."""
+    addresses, cluster = [f"{node}:{SLURM_PORT}" for node in nodes], {}
+    for job in job_order:
+        cluster[job], addresses = addresses[:SLURM_JOBS[job]], addresses[SLURM_JOBS[job]:]
+    return cluster
+
+
 def _reference_worker_config():
-    """Exercise 1's answer. MultiWorkerMirroredStrategy takes a 'chief' task beside the workers: it trains like them
-    (multi_worker_util.worker_count counts 'chief' and 'worker' tasks) and does the chief's extra work."""
-    ports = (12345, 12346, 12347)
-    return _reference_config_of({"chief": [f"localhost:{ports[0]}"], "worker": [f"localhost:{p}" for p in ports[1:]]},
-                                WORKER_ASKED)
+    """Exercise 1's answer. Slurm numbers the tasks in its node order (block distribution, one task per node) and the
+    jobs take the ranks in alphabetical order of their names, as slurm_tf_config assigns them: the chief is rank 0 on
+    node8, the workers ranks 1-3 on node9-node11, so node10 runs worker 1. MultiWorkerMirroredStrategy trains with the
+    chief (multi_worker_util.worker_count counts 'chief' and 'worker' tasks)."""
+    return _reference_config_of(_slurm_cluster(SLURM_NODES, sorted(SLURM_JOBS)), f"{WORKER_ASKED}:{SLURM_PORT}")
+
+
+def _slurm_slip(cluster):
+    """What is wrong with exercise 1's ``cluster`` (already not the right one) when it is one of the typical Slurm
+    mistakes, else None: the node names sorted as text, the workers given the first ranks, the ranks' ports."""
+    addresses = [a for role in sorted(cluster) if isinstance(cluster[role], list) for a in cluster[role]]
+    if set(cluster) == set(SLURM_JOBS) and [len(cluster[j]) for j in sorted(SLURM_JOBS)] == \
+            [SLURM_JOBS[j] for j in sorted(SLURM_JOBS)]:
+        if cluster == _slurm_cluster(sorted(SLURM_NODES), sorted(SLURM_JOBS)):
+            return ("the nodes are in text order (node10 and node11 before node8), the order TensorFlow's "
+                    "SlurmClusterResolver sorts them in; Slurm numbers the tasks in its own node order, the order "
+                    "of node[8-11], and every task builds the cluster in that order (the chapter's Slurm section)")
+        if cluster == _slurm_cluster(SLURM_NODES, sorted(SLURM_JOBS, reverse=True)):
+            return ("the workers took the first ranks: the jobs take the ranks job by job in alphabetical order of "
+                    "their names, so the 'chief' job comes first")
+        hosts = [a.rsplit(":", 1)[0] if isinstance(a, str) else a for a in addresses]
+        if hosts == list(SLURM_NODES) and addresses != [f"{n}:{SLURM_PORT}" for n in SLURM_NODES]:
+            return (f"the ports: there is one task per node, so every task listens on port {SLURM_PORT} of its own "
+                    f"node (only a second task on the same node would take the next port)")
+    return None
 
 
 def _reference_ps_config():
@@ -194,18 +248,21 @@ def _reference_ps_config():
 
 
 class WorkerConfig(Exercise):
-    title = "TF_CONFIG for a multi-worker task"
+    title = "TF_CONFIG for a Slurm task"
     points = 2
+    revealed_by = ("course_utils.cluster.slurm:slurm_tf_config",)
     hints = (
-        "TF_CONFIG has two parts: what every process shares, and what is this process's own. Which role does the "
-        "process on that address have, and where does it stand in that role's list?",
-        "TF_CONFIG is a JSON string with 'cluster' (the same in every process: role -> ordered list of "
-        "'host:port') and 'task' (this process: its role and its index in THAT role's list, from 0). The chief "
-        "has a list of its own.",
+        "Work in two steps: which rank does Slurm give the task on node10 (in which order does Slurm number the "
+        "nodes of node[8-11]?), and which job and index does that rank get when the jobs take the ranks in "
+        "alphabetical order of their names?",
+        "Ranks follow Slurm's node order, node8 first (not the order of the names as text). Ranks 0, 1, ... go to "
+        "'chief' first, then 'worker'. TF_CONFIG's 'cluster' maps each job to its ordered list of 'host:port' (the "
+        "chief has a list of its own); 'task' is this process's job and its index in THAT job's list, from 0.",
     )
 
     def grade(self, tf_config):
-        return grade_tf_config(tf_config, _reference_worker_config(), f"the process on {WORKER_ASKED}")
+        return grade_tf_config(tf_config, _reference_worker_config(), f"the task on {WORKER_ASKED}",
+                               diagnose=_slurm_slip, asked_host=WORKER_ASKED)
 
 
 class ParameterServerConfig(Exercise):
