@@ -128,9 +128,10 @@ def grade_tf_config(tf_config, expected, task_words, diagnose=None, asked_host=N
     """Grade a TF_CONFIG string against ``expected``: 1 point for the cluster, 1 for the task.
 
     ``diagnose(cluster)``, when given, names the mistake of a wrong cluster dict aimed at the exercise's case (or
-    returns None: the general reasons follow). With ``asked_host``, a task that equals the expected one but points, in
-    a wrong cluster the answer gives, to another host than ``asked_host`` earns nothing: that process would take
-    another node's address."""
+    returns None: the general reasons follow). With ``asked_host``, the task is read in the cluster the answer gives
+    when that cluster is wrong: a task equal to the expected one that points there to another host earns nothing (the
+    process would take another node's address), and one that points to ``asked_host`` is told to look again once
+    the cluster is right."""
     fb = Feedback()
     config, cap = _parse_tf_config(fb, tf_config)
     if config is None:
@@ -178,6 +179,10 @@ def grade_tf_config(tf_config, expected, task_words, diagnose=None, asked_host=N
                  f"so the process would take that address, not {task_words}'s.")
     elif task == expected["task"]:
         fb.right(f"task: {task_words}")
+    elif asked_host and isinstance(cluster, dict) and cluster != expected["cluster"] and \
+            _host_of(cluster, task) == asked_host:
+        fb.wrong(f"task: it points to {task_words} in your cluster, but that cluster is not the job's (see the line "
+                 f"above): once the cluster is right, find the task in it again.")
     else:
         fb.wrong("task: " + "; ".join(_task_problems(task, expected["task"], task_words, expected["cluster"])) + ".",
                  answer=f"It is {expected['task']}.")

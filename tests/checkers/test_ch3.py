@@ -11,40 +11,120 @@ MWMS, PS = ch3._reference_worker_config(), ch3._reference_ps_config()  # the rig
 FAULTS = ch3._reference_faults()
 
 
-def test_ch3_q1_tf_config_worker_and_tensorflow_agrees(monkeypatch, cpus8):
+SLURM_STEP = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "node[8-11]", "SLURM_STEP_TASKS_PER_NODE": "1(x4)",
+              "SLURM_PROCID": "2", "SLURMD_NODENAME": "node10"}  # what srun sets in exercise 1's task on node10
+
+
+def _q1(cluster=None, task=None):
+    return json.dumps({"cluster": MWMS["cluster"] if cluster is None else cluster,
+                       "task": MWMS["task"] if task is None else task})
+
+
+def test_ch3_q1_the_answer_is_what_the_chapters_helper_builds_and_tensorflow_reads(monkeypatch, cpus8):
     import tensorflow as tf
     from tensorflow.python.distribute import multi_worker_util
 
+    from course_utils.checkers import reach
+    from course_utils.cluster.slurm import slurm_tf_config
+
+    assert slurm_tf_config(ch3.SLURM_JOBS, ch3.SLURM_PORT, SLURM_STEP) == MWMS  # the chapter's rule
+    reach.forget_calls()  # this test's call, not a notebook's
     right = json.dumps(MWMS)
     assert_correct(grade(3, "q1", right))
     monkeypatch.setenv("TF_CONFIG", right)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    assert (resolver.task_type, resolver.task_id) == ("worker", 1)
+    assert (resolver.task_type, resolver.task_id) == ("worker", 1) and resolver.master() == "node10:2222"
     assert resolver.cluster_spec().as_dict() == MWMS["cluster"]
-    assert MWMS["cluster"]["worker"][1] == ch3.WORKER_ASKED  # the process the question names
-    # The question's claim: MultiWorkerMirroredStrategy counts the chief as one of its workers (3 train together).
-    assert multi_worker_util.worker_count(resolver.cluster_spec(), "worker") == 3
+    # The question's claim: MultiWorkerMirroredStrategy counts the chief as one of its workers (4 train together).
+    assert multi_worker_util.worker_count(resolver.cluster_spec(), "worker") == 4
 
-    def variant(cluster=None, task=None):
-        return json.dumps({"cluster": cluster or MWMS["cluster"], "task": task or MWMS["task"]})
 
+def test_ch3_q1_the_text_order_of_tensorflows_resolver_gets_its_hint_and_no_point(monkeypatch, cpus8):
+    """TensorFlow's SlurmClusterResolver sorts the node names as text: its TF_CONFIG for the same task puts the chief
+    on node10 and tells the task it is worker 1 at node8. Copied, it earns nothing: the task's entry equals the right
+    one but points to another node in that cluster."""
+    import tensorflow as tf
+
+    for name, value in SLURM_STEP.items():
+        monkeypatch.setenv(name, value)
+    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+        jobs=ch3.SLURM_JOBS, port_base=ch3.SLURM_PORT, gpus_per_node=1, gpus_per_task=1, auto_set_gpu=False)
+    text_order = resolver.cluster_spec().as_dict()
+    assert text_order == {"chief": ["node10:2222"], "worker": ["node11:2222", "node8:2222", "node9:2222"]}
+    task_type, task_id = resolver.get_task_info()
+    result = grade(3, "q1", _q1(text_order, {"type": task_type, "index": task_id}))
+    assert_hint(result, "text order", "SlurmClusterResolver", "in your cluster, worker 1 is node8",
+                "not the task on node10's", points=0)
+    # the learner who sorted the names as text and then looked node10 up gets the same cluster hint
+    assert_hint(grade(3, "q1", _q1(text_order, {"type": "chief", "index": 0})), "text order", points=0)
+
+
+def test_ch3_q1_typical_slips_get_aimed_hints():
+    cluster = MWMS["cluster"]
     assert_hint(grade(3, "q1", MWMS), "must be a STRING", points=1)
-    flat = grade(3, "q1", variant(task={"type": "worker", "index": 2}))  # its position among all three addresses
+    flat = grade(3, "q1", _q1(task={"type": "worker", "index": 2}))  # SLURM_PROCID: its rank among all four tasks
     assert_hint(flat, "counts within the 'worker' list only, from 0", points=1)
-    as_text = grade(3, "q1", variant(task={"type": "worker", "index": "1"}))  # TensorFlow reads int(task["index"])
-    assert_correct(as_text)
-    assert "TensorFlow reads it with int()" in as_text.message
-    assert_hint(grade(3, "q1", variant(task={"type": "worker", "index": "two"})), "must be a whole number", points=1)
-    assert_hint(grade(3, "q1", variant(task={"type": "chief", "index": 1})),
-                "'chief' is not the role of the process on localhost:12347", points=1)
-    shuffled = dict(MWMS["cluster"], worker=list(reversed(MWMS["cluster"]["worker"])))
-    assert_hint(grade(3, "q1", variant(cluster=shuffled)), "identically ordered", points=1)
-    all_workers = {"worker": MWMS["cluster"]["chief"] + MWMS["cluster"]["worker"]}  # the chapter's form: no chief
-    assert_hint(grade(3, "q1", json.dumps({"cluster": all_workers, "task": {"type": "worker", "index": 2}})),
-                "the 'chief' is missing: this job's chief (localhost:12345) is a task of its own role",
+    assert_hint(grade(3, "q1", _q1(task={"type": "worker", "index": "two"})), "must be a whole number", points=1)
+    assert_hint(grade(3, "q1", _q1(task={"type": "chief", "index": 1})),
+                "'chief' is not the role of the task on node10", points=1)
+    workers_first = {"worker": ["node8:2222", "node9:2222", "node10:2222"], "chief": ["node11:2222"]}
+    assert_hint(grade(3, "q1", _q1(workers_first, {"type": "worker", "index": 2})),
+                "the workers took the first ranks", "alphabetical order", "points to the task on node10 in your "
+                "cluster", points=0)
+    by_rank = {"chief": ["node8:2222"], "worker": ["node9:2223", "node10:2224", "node11:2225"]}  # 2222 + rank
+    assert_hint(grade(3, "q1", _q1(by_rank)), "the ports", "port 2222 of its own node", points=1)
+    shuffled = dict(cluster, worker=list(reversed(cluster["worker"])))
+    assert_hint(grade(3, "q1", _q1(shuffled, {"type": "worker", "index": 1})), "identically ordered", points=1)
+    all_workers = {"worker": cluster["chief"] + cluster["worker"]}  # the chapter's form: no chief
+    result = grade(3, "q1", json.dumps({"cluster": all_workers, "task": {"type": "worker", "index": 2}}))
+    assert_hint(result, "the 'chief' is missing: this job's chief is a task of its own role",
                 "the 'worker' list does not hold the addresses", points=0)
+    assert "node8" not in exercises(3).q1._evaluate((json.dumps({"cluster": all_workers, "task": MWMS["task"]}),),
+                                                    {}, first_try=True).message  # the first try names no node
     assert_hint(grade(3, "q1", "{'cluster': }"), "Not valid JSON")
     assert_hint(grade(3, "q1", json.dumps({"cluster_spec": {}, "task": {}})), "Unknown top-level key")
+
+
+def test_ch3_q1_every_right_form():
+    as_text = grade(3, "q1", _q1(task={"type": "worker", "index": "1"}))  # TensorFlow reads int(task["index"])
+    assert_correct(as_text)
+    assert "TensorFlow reads it with int()" in as_text.message
+    assert_correct(grade(3, "q1", _q1(task={"index": 1.0, "type": "worker"})))
+    assert_correct(grade(3, "q1", json.dumps({"task": MWMS["task"], "cluster": dict(reversed(MWMS["cluster"].items()))})))
+    assert_correct(grade(3, "q1", json.dumps(MWMS, indent=2).encode()))
+    assert_correct(grade(3, "q1", json.dumps(dict(MWMS, rpc_layer="grpc"))))
+
+
+def test_ch3_q1_counts_only_before_slurm_tf_config(monkeypatch):
+    """The chapter's slurm_tf_config prints exercise 1's answer: a check made while the notebook holds it, or after
+    the notebook called it, scores 0 and says so."""
+    from course_utils.checkers import reach
+    from course_utils.cluster import slurm
+
+    namespace = {}
+    monkeypatch.setattr(reach, "learner_namespace", lambda: namespace)
+    assert "course_utils.cluster.slurm:slurm_tf_config" in exercises(3).q1.revealed_by
+    assert_correct(exercises(3).q1.evaluate(json.dumps(MWMS)))
+    namespace["slurm_tf_config"] = slurm.slurm_tf_config
+    assert_hint(exercises(3).q1.evaluate(json.dumps(MWMS)), "had imported or used `slurm_tf_config`", points=0)
+    namespace.clear()
+    exec("slurm_tf_config(ch3.SLURM_JOBS, ch3.SLURM_PORT, SLURM_STEP)",  # a call from the notebook is recorded
+         {"__name__": "__main__", "slurm_tf_config": slurm.slurm_tf_config, "ch3": ch3, "SLURM_STEP": SLURM_STEP})
+    assert_hint(exercises(3).q1.evaluate(json.dumps(MWMS)), "used `slurm_tf_config`", points=0)
+    reach.forget_calls()
+    assert_correct(exercises(3).q1.evaluate(json.dumps(MWMS)))
+
+
+def test_ch3_the_exercise_notebook_imports_slurm_tf_config_after_exercise_1():
+    from pathlib import Path
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "exercises" / "03_beyond_one_process.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    ids = [c.get("id") for c in code]
+    users = [i for i, c in enumerate(code) if "slurm_tf_config" in c.source]
+    assert users and min(users) > ids.index("ch3-q1")
 
 
 def test_ch3_q1_optional_keys_that_tensorflow_reads(monkeypatch, cpus8):
