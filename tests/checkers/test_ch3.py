@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from course_utils.checkers import ch3, exercises
+from course_utils.checkers import ch3, ch3_save, exercises
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 MWMS, PS = ch3._reference_worker_config(), ch3._reference_ps_config()  # the right TF_CONFIGs, as dicts
@@ -251,45 +251,101 @@ def test_ch3_q4_first_try_names_ideas_not_statements():
     assert "Statement" not in graded and "Revisit:" in graded
 
 
+def _is_chief(tf_config):
+    """multi_worker_util.is_chief, from TF_CONFIG: the 'chief' task, else worker 0 when the cluster has no chief."""
+    task = tf_config["task"]
+    return task["type"] == "chief" or ("chief" not in tf_config["cluster"] and task["index"] == 0)
+
+
+def _deciding(rule):
+    """A write_path(path, tf_config) that decides the chief as TensorFlow does, then asks rule(path, is_chief, index)."""
+    return lambda path, tf_config: rule(path, _is_chief(tf_config), tf_config["task"]["index"])
+
+
 def test_ch3_q5_every_worker_saves():
     def right(path, is_chief, task_id):
         return path if is_chief else path.parent / f"workertemp_{task_id}" / path.name
 
-    assert_correct(grade(3, "q5", right))
-    assert_correct(grade(3, "q5", lambda path, is_chief, task_id: str(right(path, is_chief, task_id))))
+    assert_correct(grade(3, "q5", _deciding(right)))
+    assert_correct(grade(3, "q5", _deciding(lambda path, is_chief, task_id: str(right(path, is_chief, task_id)))))
 
-    def chief_only(path, is_chief, task_id):
-        return path if is_chief else None
+    def chief_only(path, tf_config):  # the cell as handed out
+        return path if tf_config["task"]["type"] == "chief" else None
 
-    assert_hint(grade(3, "q5", chief_only), "the job hangs", points=0)
-    measured = grade(3, "q5", right).message
-    assert "Run as the job runs it" in measured and "only model_" in measured
-    from course_utils.checkers import exercises
+    assert_hint(grade(3, "q5", chief_only), "In the job with a 'chief' task, worker 0 gets None", "the job hangs",
+                points=0)
+    assert_hint(grade(3, "q5", _deciding(lambda path, is_chief, task_id: path if is_chief else None)), "the job hangs",
+                points=0)
+    measured = grade(3, "q5", _deciding(right)).message
+    assert "Run as each job runs it" in measured and "only model_" in measured
     assert "workertemp" not in exercises(3, mode="graded").q5.evaluate(chief_only).message
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path), "writes the chief's own file", points=1)
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
-                      path.with_name(f"model_{task_id}.keras")), "delete the chief's file too", points=2)
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
-                      path.parent / "workertemp" / path.name), "use task_id", points=2)
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if task_id == 0 else right(path, False, task_id)),
-                "decide with is_chief", points=2)
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: right(path, False, task_id)),
-                "must write to `path` itself", points=2)
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
-                      path.parent / "tmp" / f"model_{task_id}.keras"), "same temporary folder", points=2)
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
-                      path.parent / f"tmp_{task_id % 2}" / f"model_{task_id}.keras"), "same temporary folder", points=2)
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
-                      path.parent / "tmp_1" / ("" if task_id == 1 else f"w{task_id}") / path.name),
+    assert_hint(grade(3, "q5", lambda path, tf_config: path), "writes the chief's own file", points=1)
+    assert_hint(grade(3, "q5", _deciding(lambda path, is_chief, task_id: path if is_chief else
+                      path.with_name(f"model_{task_id}.keras"))), "delete the chief's file too", points=2)
+    assert_hint(grade(3, "q5", _deciding(lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / "workertemp" / path.name)), "use the task's index", points=2)
+    assert_hint(grade(3, "q5", _deciding(lambda path, is_chief, task_id: right(path, False, task_id))),
+                "worker 0 is the chief and must write `path` itself", points=2)
+    assert_hint(grade(3, "q5", _deciding(lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / "tmp" / f"model_{task_id}.keras")), "same temporary folder", points=2)
+    assert_hint(grade(3, "q5", _deciding(lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / f"tmp_{task_id % 2}" / f"model_{task_id}.keras")), "same temporary folder",
+                points=2)
+    assert_hint(grade(3, "q5", _deciding(lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / "tmp_1" / ("" if task_id == 1 else f"w{task_id}") / path.name)),
                 "one into a folder inside the other's", points=1)
-    assert_hint(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
-                      path.parent / "tmp" / f"worker_{task_id}" / path.name), "leaves tmp behind", points=2)
-    from course_utils.checkers import exercises
-    graded = exercises(3, mode="graded").q5.evaluate(
-        lambda path, is_chief, task_id: path if is_chief else path.parent / "tmp" / f"worker_{task_id}" / path.name)
+    assert_hint(grade(3, "q5", _deciding(lambda path, is_chief, task_id: path if is_chief else
+                      path.parent / "tmp" / f"worker_{task_id}" / path.name)), "leaves tmp behind", points=2)
+    graded = exercises(3, mode="graded").q5.evaluate(_deciding(
+        lambda path, is_chief, task_id: path if is_chief else path.parent / "tmp" / f"worker_{task_id}" / path.name))
     assert "workertemp" not in graded.message
     assert_hint(grade(3, "q5", "workertemp"), "must be the function")
     assert_hint(grade(3, "q5", lambda path: path), "called as")
+
+
+def test_ch3_q5_the_chapters_rule_copied_meets_a_cluster_with_a_chief():
+    """Chapter 3's cell c09 decides with the strategy's should_checkpoint, which a function of TF_CONFIG does not
+    have: its rule written with the task index (worker 0 is the chief) gives worker 0 of a job with a 'chief' task the
+    chief's path; the rule 'the chief task' alone leaves the chapter's job of workers only without a chief."""
+    def temp(path, tf_config):
+        return path.parent / f"workertemp_{tf_config['task']['index']}" / path.name
+
+    by_index = grade(3, "q5", lambda path, tf_config: path if tf_config["task"]["index"] == 0 else temp(path, tf_config))
+    assert_hint(by_index, "In the job with a 'chief' task, worker 0 was given the chief's path", "look at the cluster",
+                points=2)
+    by_type = grade(3, "q5", lambda path, tf_config: path if tf_config["task"]["type"] == "chief" else temp(path,
+                                                                                                          tf_config))
+    assert_hint(by_type, "In the job of workers only (the chapter's), worker 0 is the chief", points=2)
+    chief_skips = grade(3, "q5", lambda path, tf_config: path if tf_config["task"]["type"] == "chief" else
+                        None if _is_chief(tf_config) else temp(path, tf_config))
+    assert_hint(chief_skips, "In the job of workers only, worker 0 gets None", "without a 'chief' task, worker 0 is "
+                "the chief", points=0)
+    by_type_name = grade(3, "q5", lambda path, tf_config: path if _is_chief(tf_config) else
+                         path.parent / f"workertemp_{tf_config['task']['type']}_{tf_config['task']['index']}" / path.name)
+    assert_correct(by_type_name)
+
+
+def test_ch3_q5_tensorflows_own_rule_is_right(cpus8):
+    import tensorflow as tf
+    from tensorflow.python.distribute import multi_worker_util
+
+    def write_path(path, tf_config):
+        task = tf_config["task"]
+        if multi_worker_util.is_chief(tf.train.ClusterSpec(tf_config["cluster"]), task["type"], task["index"]):
+            return path
+        return path.parent / f"workertemp_{task['index']}" / path.name
+
+    assert_correct(grade(3, "q5", write_path))
+
+
+def test_ch3_q5_each_call_gets_its_own_tf_config():
+    """A function that changes its tf_config (pops the task) does not change the next call's."""
+    def popping(path, tf_config):
+        task = tf_config.pop("task")
+        return path if _is_chief({"cluster": tf_config["cluster"], "task": task}) else \
+            path.parent / f"workertemp_{task['index']}" / path.name
+
+    assert_correct(grade(3, "q5", popping))
 
 
 def test_ch3_q5_the_save_is_run_on_the_file_system():
@@ -301,26 +357,26 @@ def test_ch3_q5_the_save_is_run_on_the_file_system():
     with TemporaryDirectory() as folder:
         path = Path(folder) / "run" / "model.keras"
         right = [str(path), *[str(path.parent / f"workertemp_{i}" / path.name) for i in range(3)]]
-        assert ch3._save_as_the_job_does(Path(folder), path, right) == {"files": ["model.keras"], "chief": "0",
+        assert ch3_save._save_as_the_job_does(Path(folder), path, right) == {"files": ["model.keras"], "chief": "0",
                                                                        "outside": 0}
     with TemporaryDirectory() as folder:
         path = Path(folder) / "run" / "model.keras"
         beside = [str(path), *[str(path.with_name(f"model_{i}.keras")) for i in range(3)]]  # the script keeps them
-        left = ch3._save_as_the_job_does(Path(folder), path, beside)
+        left = ch3_save._save_as_the_job_does(Path(folder), path, beside)
         assert left["files"] == ["model.keras", "model_0.keras", "model_1.keras", "model_2.keras"]
     with TemporaryDirectory() as folder:
         path = Path(folder) / "run" / "model.keras"
         away = [str(path), "/nonexistent-course-path/a/model.keras", None, None]
-        assert ch3._save_as_the_job_does(Path(folder), path, away)["outside"] == 1  # nothing written outside
+        assert ch3_save._save_as_the_job_does(Path(folder), path, away)["outside"] == 1  # nothing written outside
 
 
 def test_ch3_q5_a_folder_of_its_own_anywhere(tmp_path):
     def elsewhere(path, is_chief, task_id):  # e.g. a local folder per worker, outside the shared one
         return path if is_chief else tmp_path / f"worker_{task_id}" / path.name
 
-    assert_correct(grade(3, "q5", elsewhere))
-    assert_correct(grade(3, "q5", lambda path, is_chief, task_id: path if is_chief else
-                         path.parent / f"{path.stem}_worker{task_id}" / path.name))
+    assert_correct(grade(3, "q5", _deciding(elsewhere)))
+    assert_correct(grade(3, "q5", _deciding(lambda path, is_chief, task_id: path if is_chief else
+                                            path.parent / f"{path.stem}_worker{task_id}" / path.name)))
 
 
 def test_ch3_unknown_top_level_key_is_a_note_not_a_mistake():
@@ -330,8 +386,8 @@ def test_ch3_unknown_top_level_key_is_a_note_not_a_mistake():
 
 
 # The check in two halves (collect where the answer lives, judge in the grader): other seeds, forgeries, the sandbox.
-def _right_write_path(path, is_chief, task_id):
-    return path if is_chief else path.parent / f"workertemp_{task_id}" / path.name
+def _right_write_path(path, tf_config):
+    return path if _is_chief(tf_config) else path.parent / f"workertemp_{tf_config['task']['index']}" / path.name
 
 
 def test_ch3_q5_right_with_another_seed_and_data_of_another_seed_does_not_score():
@@ -347,7 +403,7 @@ def test_ch3_q5_right_with_another_seed_and_data_of_another_seed_does_not_score(
 def test_ch3_stripped_copy_collects_what_the_grader_judges(cls, name, answers):
     from course_utils.checkers import exercises
 
-    text = stripped_exercise("ch3", cls, 3, name).export(*answers, seed=7)
+    text = stripped_exercise("ch3_save", cls, 3, name).export(*answers, seed=7)
     assert_correct(getattr(exercises(3), name).judge_export(text, seed=7))
 
 
@@ -364,5 +420,10 @@ def test_ch3_the_sandbox_copy_states_no_answer():
     for answer in (MWMS, PS, MWMS["cluster"], PS["cluster"], FAULTS, truths, json.dumps(MWMS), json.dumps(PS)):
         assert not holding(module, answer), answer
     assert module.STATEMENTS == ch3.STATEMENTS and all(isinstance(text, str) for text in module.STATEMENTS)
-    for cls in module.CHAPTER.exercises:
-        assert not {"grade", "judge"} & set(vars(cls)) and cls.hints, cls.__name__
+    for cls in module.CHAPTER.exercises:  # SaveEverywhere comes from the real ch3_save here
+        assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls))), cls
+    save_module, undefined = sandbox_copy("ch3_save")
+    assert not undefined and not hasattr(save_module, "_reference_chief_of")
+    assert not {"grade", "judge", "_judge_chief", "_judge_folders"} & set(vars(save_module.SaveEverywhere))
+    for gone in ("_reference_slurm_cluster", "_reference_slurm_slip", "_reference_config_of"):
+        assert not hasattr(module, gone), gone
