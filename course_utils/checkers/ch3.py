@@ -1,9 +1,10 @@
-"""Chapter 3 · Beyond one process: the exercises' graders and hints."""
+"""Chapter 3 · Beyond one process: the exercises' graders and hints (exercise 5 in ``ch3_save.py``)."""
 import json
 import re
 
 from .answers import as_int, grade_items, grade_statements, is_placeholder
 from .core import Exercise, Feedback, chapter
+from .ch3_save import SaveEverywhere
 
 # Optional top-level keys of TF_CONFIG that TensorFlow also reads: TFConfigClusterResolver reads 'rpc_layer' and
 # 'session_master' (tfconfig_cluster_resolver.py), the older distribute coordinator 'environment'.
@@ -53,8 +54,8 @@ def _cluster_problems(cluster, right):
                 why.append("the 'chief' is missing: with ParameterServerStrategy the chief runs the "
                            "ClusterCoordinator and must be in the cluster")
             elif role == "chief":
-                why.append(f"the 'chief' is missing: this job's chief ({', '.join(addresses)}) is a task of its own "
-                           f"role, not one of the workers")
+                why.append("the 'chief' is missing: this job's chief is a task of its own role, with a list of its "
+                           "own, not one of the workers")
             else:
                 why.append(f"the {role!r} role is missing")
         elif not isinstance(given, list) or not all(isinstance(a, str) for a in given):
@@ -114,8 +115,24 @@ def _localhost(address):
     return address
 
 
-def grade_tf_config(tf_config, expected, task_words):
-    """Grade a TF_CONFIG string against ``expected``: 1 point for the cluster, 1 for the task."""
+def _host_of(cluster, task):
+    """The host of the task ``task`` names in ``cluster`` (None when the cluster has no such task)."""
+    addresses = cluster.get(task.get("type"))
+    index = task.get("index")
+    if isinstance(addresses, list) and isinstance(index, int) and 0 <= index < len(addresses) and \
+            isinstance(addresses[index], str):
+        return addresses[index].rsplit(":", 1)[0]
+    return None
+
+
+def grade_tf_config(tf_config, expected, task_words, diagnose=None, asked_host=None):
+    """Grade a TF_CONFIG string against ``expected``: 1 point for the cluster, 1 for the task.
+
+    ``diagnose(cluster)``, when given, names the mistake of a wrong cluster dict aimed at the exercise's case (or
+    returns None: the general reasons follow). With ``asked_host``, the task is read in the cluster the answer gives
+    when that cluster is wrong: a task equal to the expected one that points there to another host earns nothing (the
+    process would take another node's address), and one that points to ``asked_host`` is told to look again once
+    the cluster is right."""
     fb = Feedback()
     config, cap = _parse_tf_config(fb, tf_config)
     if config is None:
@@ -151,13 +168,22 @@ def grade_tf_config(tf_config, expected, task_words):
     elif cluster == expected["cluster"]:
         fb.right("cluster")
     else:
-        why = _cluster_problems(cluster, expected["cluster"])
+        aimed = diagnose(cluster) if diagnose else None
+        why = [aimed] if aimed else _cluster_problems(cluster, expected["cluster"])
         fb.wrong("cluster: " + ("; ".join(why) if why else "it differs from the one described") + ".",
                  answer=f"It is {expected['cluster']}.")
     if not isinstance(task, dict):
         fb.wrong("'task' is missing or not a dict like {'type': ..., 'index': ...}.")
+    elif task == expected["task"] and asked_host and isinstance(cluster, dict) and \
+            cluster != expected["cluster"] and _host_of(cluster, task) != asked_host:
+        fb.wrong(f"task: in your cluster, {task['type']} {task['index']} is {_host_of(cluster, task) or 'no task'}, "
+                 f"so the process would take that address, not {task_words}'s.")
     elif task == expected["task"]:
         fb.right(f"task: {task_words}")
+    elif asked_host and isinstance(cluster, dict) and cluster != expected["cluster"] and \
+            _host_of(cluster, task) == asked_host:
+        fb.wrong(f"task: it points to {task_words} in your cluster, but that cluster is not the job's (see the line "
+                 f"above): once the cluster is right, find the task in it again.")
     else:
         fb.wrong("task: " + "; ".join(_task_problems(task, expected["task"], task_words, expected["cluster"])) + ".",
                  answer=f"It is {expected['task']}.")
@@ -165,9 +191,14 @@ def grade_tf_config(tf_config, expected, task_words):
     return fb
 
 
-# Exercises 1 and 2: the TF_CONFIG of the process that listens on a given address, in a job the chapter did not start
-# (a MultiWorkerMirroredStrategy job with a 'chief' task; a ParameterServerStrategy job with two parameter servers).
-WORKER_ASKED, PS_ASKED = "localhost:12347", "localhost:20004"  # the question's addresses
+# Exercise 1: the TF_CONFIG of one task of a Slurm step (the chapter's slurm_tf_config would print it: the prediction
+# counts only before it is imported or used). Exercise 2: the TF_CONFIG of the process that listens on a given
+# address, in a ParameterServerStrategy job with two parameter servers (a job the chapter did not start).
+SLURM_JOBS = {"chief": 1, "worker": 3}  # exercise 1's job: a chief beside the workers, which the chapter's had not
+SLURM_NODES = ("node8", "node9", "node10", "node11")  # Slurm's node order; as text, node10 and node11 come first
+SLURM_PORT = 2222  # every task's port (one task per node)
+WORKER_ASKED = "node10"  # the task the question asks about
+PS_ASKED = "localhost:20004"
 
 
 def _reference_config_of(cluster, address):
@@ -178,12 +209,42 @@ def _reference_config_of(cluster, address):
     return {"cluster": cluster, "task": {"type": role, "index": index}}
 
 
+def _reference_slurm_cluster(nodes, job_order):
+    """The cluster of SLURM_JOBS when its tasks take the ranks on ``nodes`` (one task each, in rank order) job after
+    job in ``job_order``."""
+    addresses, cluster = [f"{node}:{SLURM_PORT}" for node in nodes], {}
+    for job in job_order:
+        cluster[job], addresses = addresses[:SLURM_JOBS[job]], addresses[SLURM_JOBS[job]:]
+    return cluster
+
+
 def _reference_worker_config():
-    """Exercise 1's answer. MultiWorkerMirroredStrategy takes a 'chief' task beside the workers: it trains like them
-    (multi_worker_util.worker_count counts 'chief' and 'worker' tasks) and does the chief's extra work."""
-    ports = (12345, 12346, 12347)
-    return _reference_config_of({"chief": [f"localhost:{ports[0]}"], "worker": [f"localhost:{p}" for p in ports[1:]]},
-                                WORKER_ASKED)
+    """Exercise 1's answer. Slurm numbers the tasks in its node order (block distribution, one task per node) and the
+    jobs take the ranks in alphabetical order of their names, as slurm_tf_config assigns them: the chief is rank 0 on
+    node8, the workers ranks 1-3 on node9-node11, so node10 runs worker 1. MultiWorkerMirroredStrategy trains with the
+    chief (multi_worker_util.worker_count counts 'chief' and 'worker' tasks)."""
+    return _reference_config_of(_reference_slurm_cluster(SLURM_NODES, sorted(SLURM_JOBS)),
+                                f"{WORKER_ASKED}:{SLURM_PORT}")
+
+
+def _reference_slurm_slip(cluster):
+    """What is wrong with exercise 1's ``cluster`` (already not the right one) when it is one of the typical Slurm
+    mistakes, else None: the node names sorted as text, the workers given the first ranks, the ranks' ports."""
+    addresses = [a for role in sorted(cluster) if isinstance(cluster[role], list) for a in cluster[role]]
+    if set(cluster) == set(SLURM_JOBS) and [len(cluster[j]) for j in sorted(SLURM_JOBS)] == \
+            [SLURM_JOBS[j] for j in sorted(SLURM_JOBS)]:
+        if cluster == _reference_slurm_cluster(sorted(SLURM_NODES), sorted(SLURM_JOBS)):
+            return ("the nodes are in text order (node10 and node11 before node8), the order TensorFlow's "
+                    "SlurmClusterResolver sorts them in; Slurm numbers the tasks in its own node order, the order "
+                    "of node[8-11], and every task builds the cluster in that order (the chapter's Slurm section)")
+        if cluster == _reference_slurm_cluster(SLURM_NODES, sorted(SLURM_JOBS, reverse=True)):
+            return ("the workers took the first ranks: the jobs take the ranks job by job in alphabetical order of "
+                    "their names, so the 'chief' job comes first")
+        hosts = [a.rsplit(":", 1)[0] if isinstance(a, str) else a for a in addresses]
+        if hosts == list(SLURM_NODES) and addresses != [f"{n}:{SLURM_PORT}" for n in SLURM_NODES]:
+            return (f"the ports: there is one task per node, so every task listens on port {SLURM_PORT} of its own "
+                    f"node (only a second task on the same node would take the next port)")
+    return None
 
 
 def _reference_ps_config():
@@ -194,18 +255,21 @@ def _reference_ps_config():
 
 
 class WorkerConfig(Exercise):
-    title = "TF_CONFIG for a multi-worker task"
+    title = "TF_CONFIG for a Slurm task"
     points = 2
+    revealed_by = ("course_utils.cluster.slurm:slurm_tf_config",)
     hints = (
-        "TF_CONFIG has two parts: what every process shares, and what is this process's own. Which role does the "
-        "process on that address have, and where does it stand in that role's list?",
-        "TF_CONFIG is a JSON string with 'cluster' (the same in every process: role -> ordered list of "
-        "'host:port') and 'task' (this process: its role and its index in THAT role's list, from 0). The chief "
-        "has a list of its own.",
+        "Work in two steps: which rank does Slurm give the task on node10 (in which order does Slurm number the "
+        "nodes of node[8-11]?), and which job and index does that rank get when the jobs take the ranks in "
+        "alphabetical order of their names?",
+        "Ranks follow Slurm's node order, node8 first (not the order of the names as text). Ranks 0, 1, ... go to "
+        "'chief' first, then 'worker'. TF_CONFIG's 'cluster' maps each job to its ordered list of 'host:port' (the "
+        "chief has a list of its own); 'task' is this process's job and its index in THAT job's list, from 0.",
     )
 
     def grade(self, tf_config):
-        return grade_tf_config(tf_config, _reference_worker_config(), f"the process on {WORKER_ASKED}")
+        return grade_tf_config(tf_config, _reference_worker_config(), f"the task on {WORKER_ASKED}",
+                               diagnose=_reference_slurm_slip, asked_host=WORKER_ASKED)
 
 
 class ParameterServerConfig(Exercise):
@@ -369,149 +433,6 @@ class SyncAsync(Exercise):
         """One point per statement judged right (what the feedback says: :func:`grade_statements`)."""
         fb = Feedback()
         grade_statements(fb, statements, _reference_statements(), STATEMENT_IDEAS)
-        return fb
-
-
-def _save_names(seed):
-    """The folder and file name of exercise 5's path, drawn from ``seed``: e.g. ("run_4821", "model_907.keras")."""
-    import random
-
-    rng = random.Random(seed)
-    return f"run_{rng.randrange(1000, 10000)}", f"model_{rng.randrange(100, 1000)}.keras"
-
-
-def _save_as_the_job_does(folder, path, paths):
-    """The exercise's job, on the file system: every worker writes a file (its number) at its path, then each one
-    whose path is not ``path`` deletes the folder it wrote into when that folder is inside ``path``'s (the script's
-    rule). Only paths inside ``folder`` (the check's temporary folder) are written. Returns what is left in
-    ``path``'s folder: {"files": [relative paths], "chief": the text of ``path`` (None if missing), "outside": how
-    many paths were outside ``folder`` (not written)}."""
-    import shutil
-    from pathlib import Path
-
-    out_dir = path.parent
-    out_dir.mkdir(parents=True, exist_ok=True)
-    targets = [None if p is None else Path(p) for p in paths]
-    inside = [t is not None and folder in t.parents for t in targets]
-    for worker, (target, ok) in enumerate(zip(targets, inside)):
-        if ok and not target.is_dir():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(str(worker))
-    for target, ok in zip(targets, inside):
-        if ok and target != path and out_dir in target.parent.parents:
-            shutil.rmtree(target.parent, ignore_errors=True)
-    return {"files": sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()),
-            "chief": path.read_text() if path.is_file() else None,
-            "outside": sum(t is not None and not ok for t, ok in zip(targets, inside))}
-
-
-class SaveEverywhere(Exercise):
-    title = "Every worker saves, only the chief's file stays"
-    points = 3
-    hints = (
-        "Under MultiWorkerMirroredStrategy saving runs an all-reduce. Which workers must call save, and where "
-        "may a non-chief worker write without touching the chief's file?",
-        "Every worker must get a path (None means 'skip the save'). The chief gets `path` itself; any other "
-        "worker a path inside a folder that belongs to that worker alone (one folder per worker, made directly in "
-        "path's folder), so that the folder can be deleted whole after the save and nothing is left behind. "
-        "Decide with is_chief, and use task_id to keep the workers apart.",
-    )
-
-    def collect(self, write_path, seed=0):
-        """Calls ``write_path`` for the chief (task 0) and the non-chief workers 0, 1 and 2, with a path in a fresh
-        temporary folder whose folder and file names are drawn from ``seed``, then runs the job's save with those paths
-        there (:func:`_save_as_the_job_does`). What crosses: {"callable": False, "type": type name}, or {"callable":
-        True, "folder": the temporary folder, "paths": the four answers, each None or the path as a string, "left":
-        what the save left}. An error of ``write_path`` is the check's error."""
-        from pathlib import Path
-        from tempfile import TemporaryDirectory
-
-        if not callable(write_path):
-            return {"callable": False, "type": type(write_path).__name__}
-        with TemporaryDirectory() as folder:  # a real folder, in case the function creates its own
-            path = Path(folder).joinpath(*_save_names(seed))
-
-            def where(is_chief, task_id):
-                got = write_path(path, is_chief, task_id)
-                return None if got is None else str(Path(got))
-
-            paths = [where(True, 0), where(False, 0), where(False, 1), where(False, 2)]
-            return {"callable": True, "folder": folder, "paths": paths,
-                    "left": _save_as_the_job_does(Path(folder), path, paths)}
-
-    def judge(self, data, seed=0):
-        """Grades the paths of :meth:`collect`, against the path of ``seed`` in the folder it names."""
-        from pathlib import Path
-
-        fb = Feedback()
-        if not data["callable"]:
-            fb.wrong("write_path must be the function write_path(path, is_chief, task_id), not "
-                     f"{data['type']}.")
-            return fb
-        if type(data["folder"]) is not str or type(data["paths"]) is not list or len(data["paths"]) != 4 or \
-                not all(p is None or type(p) is str for p in data["paths"]):
-            raise ValueError("the paths are not four strings or None")
-        path = Path(data["folder"]).joinpath(*_save_names(seed))
-        chief, worker0, worker1, worker2 = (None if p is None else Path(p) for p in data["paths"])
-        if None in (worker0, worker1, worker2):  # the save as handed out: nothing about it works, so no points
-            fb.wrong("A non-chief worker gets None, so it skips the save: the chief then waits in the save's "
-                     "all-reduce for a peer that never joins: the job hangs, or fails with a collective error.",
-                     answer="Give it a path too, e.g. path.parent / f'workertemp_{task_id}' / path.name.")
-            return fb
-        if chief != path:
-            fb.wrong("The chief must write to `path` itself: its file is the one that stays, at the path you asked "
-                     f"for (it got {chief}).", answer="Return `path` when is_chief is True.")
-        elif worker0 == path and worker1 != path:
-            fb.wrong("Worker 0 that is NOT the chief was given the chief's path: decide with is_chief, not with the "
-                     "task id (in a cluster with a 'chief' task, worker 0 is not the chief).")
-        else:
-            fb.right("the chief writes the real file")
-        temps = [w for w in (worker0, worker1, worker2) if w != path]  # a worker given `path` is told above
-
-        def beside_chief(folder):  # the chief's folder, or a folder around it
-            return folder == path.parent or folder in path.parents
-
-        def leaves_behind(folder):  # inside the chief's folder, but not directly: deleting it leaves its parents
-            return path.parent in folder.parents and folder.parent != path.parent
-
-        if worker1 == path:
-            fb.wrong("A non-chief worker writes the chief's own file: several processes writing one file on shared "
-                     "storage can leave it corrupt.")
-        elif any(beside_chief(w.parent) for w in temps):
-            fb.wrong("A non-chief worker's file does not sit in a folder of its own: the folder it is in also holds "
-                     "the chief's file, so deleting it after the save would delete the chief's file too.",
-                     answer="Use path.parent / f'workertemp_{task_id}' / path.name.")
-        elif any(leaves_behind(w.parent) for w in temps):
-            nested = next(w.parent for w in temps if leaves_behind(w.parent))
-            fb.wrong(f"A worker's folder, {nested.relative_to(path.parent)}, is not directly in the folder of `path`: "
-                     f"deleting it after the save leaves {nested.parent.relative_to(path.parent)} behind, beside the "
-                     f"chief's file.", answer="Use path.parent / f'workertemp_{task_id}' / path.name.")
-        else:
-            fb.right("every other worker saves too, in a temporary folder of its own")
-        folders = [w.parent for w in temps if not beside_chief(w.parent)]
-        shared = any(a == b or a in b.parents or b in a.parents
-                     for i, a in enumerate(folders) for b in folders[i + 1:])
-        if len({worker0, worker1, worker2}) < 3:
-            fb.wrong("Workers 0, 1 and 2 (none of them the chief) must get three different paths; use task_id to "
-                     "keep them apart, or two workers write the same temporary file.")
-        elif shared:
-            fb.wrong("Two workers write into the same temporary folder (or one into a folder inside the other's): "
-                     "the first to finish deletes it, and with it the other's save. Give every worker a folder of "
-                     "its own, named with task_id.")
-        else:
-            fb.right("each worker's temporary folder is its own")
-        left = data.get("left")
-        if fb.points == self.points and isinstance(left, dict):
-            files = left.get("files")
-            if files != [path.name] or left.get("chief") != "0":
-                fb.points -= 1
-                fb.wrong(f"Run as the job runs it (every worker saves, then deletes its folder), your paths leave "
-                         f"{files!r:.200} in the folder of `path`, and the chief's file holds "
-                         f"{'no save' if left.get('chief') is None else 'the save of worker ' + str(left.get('chief'))}:"
-                         f" only the chief's file should be left, with the chief's save.")
-            else:
-                fb.note(f"Run as the job runs it (every worker saves, then deletes its folder): only {path.name}, the "
-                        f"chief's save, is left.")
         return fb
 
 

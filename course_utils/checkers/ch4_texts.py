@@ -13,9 +13,10 @@ each of these layouts:
 {{table}}
 
 For each, predict the **shape of the piece one device holds** (`shard_shapes`) and **how many
-devices hold an identical copy** of each piece (`copies`). `visualize_sharding` would print both, so
-**predict first**: the check counts only while the notebook has not imported `visualize_sharding`
-(this notebook imports it in the cell after the hints, to draw your answers)."""
+devices hold an identical copy** of each piece (`copies`). Three of the chapter's tools would print
+both: `visualize_sharding`, `explore_layout` and the `layout_explorer` widget. So **predict first**:
+the check counts only while the notebook has imported or used none of them (this notebook imports
+`visualize_sharding` in the cell after the hints, to draw your answers)."""
 
 SHARDS_SOLUTION = """\
 # BEGIN SOLUTION  # PLACEHOLDER: shard_shapes, copies = {"a": None, "b": None, "c": None, "d": None}, {"a": None, "b": None, "c": None, "d": None}

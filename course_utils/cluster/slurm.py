@@ -16,10 +16,13 @@ import runpy
 import shlex
 import sys
 
+from course_utils.checkers.reach import reveals
+
 __all__ = ["check_gpus", "slurm_batch_script", "slurm_tf_config"]
 STEP_VARIABLES = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST", "SLURM_STEP_TASKS_PER_NODE")
 
 
+@reveals  # it prints exercise 3.1's TF_CONFIG: the prediction counts only before it is used
 def slurm_tf_config(jobs, port_base=2222, environ=None):
     """The ``TF_CONFIG`` of this Slurm task.
 

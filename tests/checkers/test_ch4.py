@@ -407,6 +407,7 @@ def _prediction_answers(name):
 
 @pytest.mark.parametrize("name, spec", [("q3", "course_utils.viz:visualize_sharding"),
                                         ("q3", "course_utils.explorer:explore_layout"),
+                                        ("q3", "course_utils.explorer:layout_explorer"),
                                         ("q4", "course_utils.profiling:collectives_run_by"),
                                         ("q5", "course_utils.costs:matmul_cost")])
 def test_ch4_predictions_count_only_before_the_tool_that_prints_them(name, spec, monkeypatch):
@@ -428,6 +429,33 @@ def test_ch4_predictions_count_only_before_the_tool_that_prints_them(name, spec,
     result = exercise.evaluate(*answers)
     assert_hint(result, f"had imported or used `{tool}` before this check", "predict", "not counted", points=0)
     assert "would earn" not in result.message and "Judged anyway" not in result.message
+
+
+def test_ch4_each_prediction_names_every_tool_that_would_print_its_answer():
+    """The question's text names every tool of its revealed_by (exercise 3: visualize_sharding, explore_layout and
+    layout_explorer), in the exercise notebook and on every variant: a learner is told which tools to leave alone
+    until the check."""
+    import random
+    from pathlib import Path
+
+    import nbformat
+
+    from course_utils.checkers.core import notebook_cells
+    from course_utils.checkers.reach import tool_name
+
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "exercises" / "04_meshes_and_layouts.ipynb", as_version=4)
+    ids = [cell.get("id") for cell in nb.cells]
+    for exercise in exercises(4):
+        cell = ids.index(notebook_cells()[4]["exercises"][exercise.name]["cell"])
+        question = next(c.source for c in reversed(nb.cells[:cell])
+                        if c.cell_type == "markdown" and c.source.startswith("## Exercise"))
+        for spec in exercise.revealed_by:
+            assert f"`{tool_name(spec)}`" in question, (exercise.name, spec)
+    assert len(ch4.SHARD_TOOLS) == 3
+    rng = random.Random(37)
+    for _ in range(5):
+        text = ch4.ShardShapes(4, "q3", params=ch4.ShardShapes.draw(rng)).rendered_cells(solutions=False)["c11"]
+        assert all(f"`{tool_name(spec)}`" in text for spec in ch4.SHARD_TOOLS)
 
 
 def test_ch4_a_prediction_tool_used_then_deleted_still_counts(cpus8, monkeypatch):
