@@ -18,7 +18,7 @@ from course_utils.grading.session import serve_hint
 
 KEY = bytes(range(32))
 DRAWS = 200
-VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5")}  # the chapters converted so far, and their exercises that vary
+VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5"), 7: ("q4",)}  # the chapters converted so far, and their exercises that vary
 
 
 def draws(cls, count=DRAWS):
@@ -228,6 +228,48 @@ def test_ch4_q5_the_typical_mistakes_get_their_hint_on_every_draw():
         assert recognised >= 8, params
         elements = exercise.evaluate(dict(truth, b_held=truth["b_held"] // 4))
         assert "counts the float32 numbers" in elements.message
+
+
+def test_ch7_q4_every_draw_is_valid_and_its_solution_scores_full_marks():
+    from course_utils.checkers import ch7
+
+    chapter_cases = {*ch7.CHAPTER_PIPELINES, (ch7.STAGES, ch7.MICRO_BATCHES)}
+    for params in draws(ch7.PipelineBubble):
+        d, m, wide, percent = params["stages"], params["micro_batches"], params["wide_stages"], params["idle_percent"]
+        assert (d, m) not in chapter_cases and (wide, percent) != (8, 10) and wide != d, params
+        fewest = ch7._reference_fewest_micro_batches(wide, percent)
+        assert ch7._reference_bubble(wide, fewest) <= percent / 100 < ch7._reference_bubble(wide, fewest - 1), params
+        exercise = item(7, "q4", params)
+        speedup, micro_batches = solution_answers(exercise)
+        assert micro_batches == fewest and abs(speedup - d * m / (m + d - 1)) < 1e-12
+        result = exercise.evaluate(speedup, micro_batches)
+        assert result.points == 2, (params, str(result))
+        assert f"**{wide}** stages" in exercise.rendered_cells()["c09"] and f"<= {percent / 100:g} for m" in \
+            exercise.hint_body(2)
+
+
+def test_ch7_q4_the_typical_mistakes_get_their_hint_on_every_draw():
+    """Every pipeline a draw can give (there are few): each typical wrong speed-up gets its own hint."""
+    from course_utils.checkers import ch7
+
+    pipelines = {(p["stages"], p["micro_batches"]) for p in draws(ch7.PipelineBubble, 2000)}
+    parts = {(p["wide_stages"], p["idle_percent"]) for p in draws(ch7.PipelineBubble, 2000)}
+    assert pipelines == set(itertools.product(ch7.BUBBLE_STAGES, ch7.BUBBLE_MICRO_BATCHES)) - {
+        *ch7.CHAPTER_PIPELINES, (4, 12)}  # every one comes up
+    for (d, m), (wide, percent) in zip(sorted(pipelines), itertools.cycle(sorted(parts))):
+        exercise = item(7, "q4", {"stages": d, "micro_batches": m, "wide_stages": wide, "idle_percent": percent})
+        right, bubble = d * m / (m + d - 1), (d - 1) / (m + d - 1)
+        fewest = ch7._reference_fewest_micro_batches(wide, percent)
+        for wrong, why in ((d, "no bubble"), (1 / right, "FASTER"), (1 - bubble, "a share of the step"),
+                           (bubble, "a share of the step"), (d * m / (m + d), "one slot too long"),
+                           (right + 0.37, "count the slots")):
+            result = exercise.evaluate(wrong, fewest)
+            assert result.points == 1 and why in result.message, (d, m, wrong, str(result))
+        short = exercise.evaluate(right, fewest - 1)
+        idle = ch7.idle_text(bubble_of := ch7._reference_bubble(wide, fewest - 1), percent)
+        assert f"idles {idle} of the step" in short.message and f"more than {percent}%" in short.message, str(short)
+        assert float(idle[:-1]) > percent and bubble_of > percent / 100
+        assert "fewer would too" in exercise.evaluate(right, fewest + 1).message
 
 
 def test_hints_state_the_variants_numbers_and_the_grader_serves_them():
