@@ -18,7 +18,8 @@ from course_utils.grading.session import serve_hint
 
 KEY = bytes(range(32))
 DRAWS = 200
-VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5"), 7: ("q4",)}  # the chapters converted so far, and their exercises that vary
+FEWEST_DISTINCT = {12: 18}  # 12.1 states two small numbers (service workers, trainers): 41 variants in all
+VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5"), 7: ("q4",), 12: ("q1",)}  # the chapters converted so far, and their exercises that vary
 
 
 def draws(cls, count=DRAWS):
@@ -66,7 +67,8 @@ def test_a_class_of_30_gets_30_variants_never_the_self_study_one(chapter):
         print(f"chapter {chapter} {name}: {len({variant_label(v[name]) for v in variants})} distinct of 30")
     distinct = len({variant_label(v) for v in variants})
     print(f"chapter {chapter}: {distinct} distinct variants in a class of 30")
-    assert distinct >= 27  # chapter 2 varies only the order of six scenarios (720 orders): a few pairs share one
+    assert distinct >= FEWEST_DISTINCT.get(chapter, 27)  # chapter 2 varies only the order of six scenarios (720
+    # orders): a few pairs share one
 
 
 @pytest.mark.parametrize("chapter", sorted(VARIED))
@@ -270,6 +272,41 @@ def test_ch7_q4_the_typical_mistakes_get_their_hint_on_every_draw():
         assert f"idles {idle} of the step" in short.message and f"more than {percent}%" in short.message, str(short)
         assert float(idle[:-1]) > percent and bubble_of > percent / 100
         assert "fewer would too" in exercise.evaluate(right, fewest + 1).message
+
+
+def test_ch12_q1_every_draw_is_valid_scores_its_solution_and_gets_the_aimed_hints():
+    from course_utils.checkers import ch12
+
+    seen = set()
+    for params in draws(ch12.WhatThreeWorkersDeliver):
+        workers, trainers = params["workers"], params["trainers"]
+        assert workers != trainers and (workers, trainers) != (3, 2), params
+        seen.add((workers, trainers))
+        exercise = item(12, "q1", params)
+        right = solution_answers(exercise)[0]
+        assert right == dict(zip(ch12.CASES, (workers * trainers, workers, trainers, 1)))
+        assert exercise.evaluate(right).points == 3 and exercise.title.startswith(f"What {ch12.NUMBER_WORDS[workers]}")
+        assert f"**{workers} workers** and feeds **{trainers} trainers**" in exercise.rendered_cells()["e02"] or \
+            trainers == 2
+        chapter = exercise.evaluate(dict(ch12.CHAPTER_COUNTS))
+        assert chapter.points < 3 and f"here there are {workers} workers and {trainers} trainers" in chapter.message
+        swapped = exercise.evaluate(dict(zip(ch12.CASES, (workers * trainers, trainers, workers, 1))))
+        assert swapped.points == 1 and "multiplied by the trainers where the service workers count" in swapped.message
+    assert len(seen) == 41  # every variant comes up
+
+
+@pytest.mark.parametrize("workers, trainers", [(2, 3), (4, 3)])
+def test_ch12_q1_the_watch_cell_measures_what_the_solution_says(workers, trainers, capsys):
+    """The variant's "watch it" cell, run on a real tf.data service, counts the deliveries its solution states."""
+    import tensorflow as tf
+
+    exercise = item(12, "q1", {"workers": workers, "trainers": trainers})
+    deliveries = solution_answers(exercise)[0]
+    shown = type("Shown", (), {"answer_shown": staticmethod(lambda: True)})
+    exec(exercise.rendered_cells()["e05"], {"tf": tf, "ex": type("Ex", (), {"q1": shown}), "deliveries": deliveries})  # noqa: S102
+    printed = capsys.readouterr().out
+    for case, times in deliveries.items():
+        assert re.search(re.escape(case) + rf" +each of the 60 examples delivered \[{times}\] time", printed), printed
 
 
 def test_hints_state_the_variants_numbers_and_the_grader_serves_them():
