@@ -50,8 +50,9 @@ class WhatThreeWorkersDeliver(Exercise):
     def draw(rng):
         """Service workers and trainers: never as many of each (a swap would go unseen, and the chapter had 2 and 2),
         nor the exercise's 3 and 2."""
-        return dict(zip(("workers", "trainers"), rng.choice(
-            [(w, t) for w in DRAWN_WORKERS for t in DRAWN_TRAINERS if w != t and (w, t) != (3, 2)])))
+        pairs = [(w, t) for w in DRAWN_WORKERS for t in DRAWN_TRAINERS
+                 if w != t and (w, t) != (PREDICT_WORKERS, PREDICT_TRAINERS)]
+        return dict(zip(("workers", "trainers"), rng.choice(pairs)))
 
     def text_values(self):
         workers, trainers = self.params["workers"], self.params["trainers"]

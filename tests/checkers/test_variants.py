@@ -19,7 +19,8 @@ from course_utils.grading.session import serve_hint
 KEY = bytes(range(32))
 DRAWS = 200
 FEWEST_DISTINCT = {12: 18}  # 12.1 states two small numbers (service workers, trainers): 41 variants in all
-VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5"), 7: ("q4",), 12: ("q1",)}  # the chapters converted so far, and their exercises that vary
+VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5"), 7: ("q4",),
+          12: ("q1",)}  # the chapters converted so far, and their exercises that vary
 
 
 def draws(cls, count=DRAWS):
@@ -303,7 +304,8 @@ def test_ch12_q1_the_watch_cell_measures_what_the_solution_says(workers, trainer
     exercise = item(12, "q1", {"workers": workers, "trainers": trainers})
     deliveries = solution_answers(exercise)[0]
     shown = type("Shown", (), {"answer_shown": staticmethod(lambda: True)})
-    exec(exercise.rendered_cells()["e05"], {"tf": tf, "ex": type("Ex", (), {"q1": shown}), "deliveries": deliveries})  # noqa: S102
+    namespace = {"tf": tf, "ex": type("Ex", (), {"q1": shown}), "deliveries": deliveries}
+    exec(exercise.rendered_cells()["e05"], namespace)  # noqa: S102 - the course's own cell
     printed = capsys.readouterr().out
     for case, times in deliveries.items():
         assert re.search(re.escape(case) + rf" +each of the 60 examples delivered \[{times}\] time", printed), printed
