@@ -9,13 +9,18 @@ import random
 import threading
 
 from .answers import as_int, grade_items, quiet_tensorflow, short_error
+from . import ch12_texts
 from .core import Exercise, Feedback, chapter
 
 # Exercise 1: three service workers, two trainers; how many times each example is delivered in all, per way to read.
+# It varies per student (:mod:`.variants`): the service's workers and the trainers it feeds.
 PREDICT_WORKERS, PREDICT_TRAINERS = 3, 2
 CASES = ("parallel_epochs, a job per trainer", "parallel_epochs, one shared job",
          "distributed_epoch, a job per trainer", "distributed_epoch, one shared job")
+CHAPTER_WORKERS, CHAPTER_TRAINERS = 2, 2  # the chapter's run
 CHAPTER_COUNTS = {CASES[0]: 4, CASES[1]: 2, CASES[2]: 2, CASES[3]: 1}  # the chapter's run: 2 workers, 2 trainers
+DRAWN_WORKERS = DRAWN_TRAINERS = range(2, 9)  # a variant's service workers and trainers: 41 variants
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
 
 
 def _reference_deliveries(workers=PREDICT_WORKERS, trainers=PREDICT_TRAINERS):
@@ -26,6 +31,9 @@ def _reference_deliveries(workers=PREDICT_WORKERS, trainers=PREDICT_TRAINERS):
 class WhatThreeWorkersDeliver(Exercise):
     title = "What three service workers deliver"
     points = 3
+    defaults = {"workers": PREDICT_WORKERS, "trainers": PREDICT_TRAINERS}
+    templates = {"e02": ch12_texts.DELIVERIES_QUESTION, "ch12-q1": ch12_texts.DELIVERIES_SOLUTION,
+                 "e05": ch12_texts.DELIVERIES_WATCH}
     hints = (
         "The chapter's service had 2 workers and 2 trainers, so each of its 2s could come from either. Which of the "
         "two numbers does the processing mode multiply by, and which does the job?",
@@ -34,17 +42,43 @@ class WhatThreeWorkersDeliver(Exercise):
         "job makes. One shared job: the trainers split what the one job makes.",
     )
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.title = f"What {NUMBER_WORDS[self.params['workers']]} service workers deliver"
+
+    @staticmethod
+    def draw(rng):
+        """Service workers and trainers: never as many of each (a swap would go unseen, and the chapter had 2 and 2),
+        nor the exercise's 3 and 2."""
+        pairs = [(w, t) for w in DRAWN_WORKERS for t in DRAWN_TRAINERS
+                 if w != t and (w, t) != (PREDICT_WORKERS, PREDICT_TRAINERS)]
+        return dict(zip(("workers", "trainers"), rng.choice(pairs)))
+
+    def text_values(self):
+        workers, trainers = self.params["workers"], self.params["trainers"]
+        return {**self.params, "workers_word": NUMBER_WORDS[workers], "trainers_word": NUMBER_WORDS[trainers],
+                "still": "still " if trainers == CHAPTER_TRAINERS else "",
+                "all_trainers": "both trainers" if trainers == 2 else f"all {trainers} trainers",
+                "consumers": str(list(range(trainers)))}
+
+    def reference_values(self):
+        right = list(_reference_deliveries(self.params["workers"], self.params["trainers"]).values())
+        return {"per_trainer_copies": f"{right[0]},".ljust(6), "shared_copies": f"{right[1]},".ljust(9),
+                "per_trainer_once": f"{right[2]},".ljust(4)}
+
     def grade(self, deliveries):
         """3 points for the 4 cases right, 2 for 3, 1 for 2; a wrong case is explained by what the number suggests."""
-        expected = _reference_deliveries()
-        swapped = _reference_deliveries(PREDICT_TRAINERS, PREDICT_WORKERS)
+        workers, trainers = self.params["workers"], self.params["trainers"]
+        expected = _reference_deliveries(workers, trainers)
+        swapped = _reference_deliveries(trainers, workers)
 
         def explain(case, given, raw):
             if given is None:
                 return f"{raw!r} is not a whole number of times.", ""
             if given == CHAPTER_COUNTS[case] and given != expected[case]:
-                return ("that is the chapter's count, with 2 service workers and 2 trainers; here there are "
-                        f"{PREDICT_WORKERS} workers and {PREDICT_TRAINERS} trainers."), f"It is {expected[case]}."
+                return (f"that is the chapter's count, with {CHAPTER_WORKERS} service workers and {CHAPTER_TRAINERS} "
+                        f"trainers; here there are {workers} workers and {trainers} trainers."), \
+                    f"It is {expected[case]}."
             if given == swapped[case]:
                 return ("you multiplied by the trainers where the service workers count, or the other way "
                         "round."), f"It is {expected[case]}."

@@ -199,7 +199,7 @@ def test_ch7_q4_pipeline_bubble():
     import tensorflow as tf
     from fractions import Fraction
 
-    assert ch7._reference_speedup(4, 12) == 3.2 and ch7._reference_fewest_micro_batches(8, 0.1) == 63
+    assert ch7._reference_speedup(4, 12) == 3.2 and ch7._reference_fewest_micro_batches(8, 10) == 63
     assert ch7._reference_speedup(4, 12) == 4 * (1 - ch7._reference_bubble(4, 12))  # d * (1 - bubble)
     assert_correct(grade(7, "q4", 3.2, 63))
     for speedup in (np.float32(3.2), np.array(3.2), tf.constant(3.2), Fraction(16, 5), 48 / 15, "3.2", "3.2x",
@@ -302,7 +302,7 @@ def test_ch7_the_sandbox_copy_states_no_answer():
     found = {f"{part}, {rule}": ch7._reference_layout_map_lookup(rule, path)
              for part, path in ch7.PATHS.items() for rule in ch7.RULES}
     for answer in (found, ch7._reference_descriptions(), ch7._reference_beyond_layouts(),
-                   ch7._reference_speedup(4, 12), ch7._reference_fewest_micro_batches(8, 0.1)):
+                   ch7._reference_speedup(4, 12), ch7._reference_fewest_micro_batches(8, 10)):
         assert not holding(module, answer), answer
     assert module.CASES == tuple(ch7._reference_descriptions())
     for cls in module.CHAPTER.exercises:  # this module's own (ch7_moe's are stripped in its own copy, tested below)

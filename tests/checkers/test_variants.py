@@ -18,7 +18,9 @@ from course_utils.grading.session import serve_hint
 
 KEY = bytes(range(32))
 DRAWS = 200
-VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5")}  # the chapters converted so far, and their exercises that vary
+FEWEST_DISTINCT = {12: 18}  # 12.1 states two small numbers (service workers, trainers): 41 variants in all
+VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5"), 7: ("q4",),
+          12: ("q1",)}  # the chapters converted so far, and their exercises that vary
 
 
 def draws(cls, count=DRAWS):
@@ -66,7 +68,8 @@ def test_a_class_of_30_gets_30_variants_never_the_self_study_one(chapter):
         print(f"chapter {chapter} {name}: {len({variant_label(v[name]) for v in variants})} distinct of 30")
     distinct = len({variant_label(v) for v in variants})
     print(f"chapter {chapter}: {distinct} distinct variants in a class of 30")
-    assert distinct >= 27  # chapter 2 varies only the order of six scenarios (720 orders): a few pairs share one
+    assert distinct >= FEWEST_DISTINCT.get(chapter, 27)  # chapter 2 varies only the order of six scenarios (720
+    # orders): a few pairs share one
 
 
 @pytest.mark.parametrize("chapter", sorted(VARIED))
@@ -228,6 +231,84 @@ def test_ch4_q5_the_typical_mistakes_get_their_hint_on_every_draw():
         assert recognised >= 8, params
         elements = exercise.evaluate(dict(truth, b_held=truth["b_held"] // 4))
         assert "counts the float32 numbers" in elements.message
+
+
+def test_ch7_q4_every_draw_is_valid_and_its_solution_scores_full_marks():
+    from course_utils.checkers import ch7
+
+    chapter_cases = {*ch7.CHAPTER_PIPELINES, (ch7.STAGES, ch7.MICRO_BATCHES)}
+    for params in draws(ch7.PipelineBubble):
+        d, m, wide, percent = params["stages"], params["micro_batches"], params["wide_stages"], params["idle_percent"]
+        assert (d, m) not in chapter_cases and (wide, percent) != (8, 10) and wide != d, params
+        fewest = ch7._reference_fewest_micro_batches(wide, percent)
+        assert ch7._reference_bubble(wide, fewest) <= percent / 100 < ch7._reference_bubble(wide, fewest - 1), params
+        exercise = item(7, "q4", params)
+        speedup, micro_batches = solution_answers(exercise)
+        assert micro_batches == fewest and abs(speedup - d * m / (m + d - 1)) < 1e-12
+        result = exercise.evaluate(speedup, micro_batches)
+        assert result.points == 2, (params, str(result))
+        assert f"**{wide}** stages" in exercise.rendered_cells()["c09"] and f"<= {percent / 100:g} for m" in \
+            exercise.hint_body(2)
+
+
+def test_ch7_q4_the_typical_mistakes_get_their_hint_on_every_draw():
+    """Every pipeline a draw can give (there are few): each typical wrong speed-up gets its own hint."""
+    from course_utils.checkers import ch7
+
+    pipelines = {(p["stages"], p["micro_batches"]) for p in draws(ch7.PipelineBubble, 2000)}
+    parts = {(p["wide_stages"], p["idle_percent"]) for p in draws(ch7.PipelineBubble, 2000)}
+    assert pipelines == set(itertools.product(ch7.BUBBLE_STAGES, ch7.BUBBLE_MICRO_BATCHES)) - {
+        *ch7.CHAPTER_PIPELINES, (4, 12)}  # every one comes up
+    for (d, m), (wide, percent) in zip(sorted(pipelines), itertools.cycle(sorted(parts))):
+        exercise = item(7, "q4", {"stages": d, "micro_batches": m, "wide_stages": wide, "idle_percent": percent})
+        right, bubble = d * m / (m + d - 1), (d - 1) / (m + d - 1)
+        fewest = ch7._reference_fewest_micro_batches(wide, percent)
+        for wrong, why in ((d, "no bubble"), (1 / right, "FASTER"), (1 - bubble, "a share of the step"),
+                           (bubble, "a share of the step"), (d * m / (m + d), "one slot too long"),
+                           (right + 0.37, "count the slots")):
+            result = exercise.evaluate(wrong, fewest)
+            assert result.points == 1 and why in result.message, (d, m, wrong, str(result))
+        short = exercise.evaluate(right, fewest - 1)
+        idle = ch7.idle_text(bubble_of := ch7._reference_bubble(wide, fewest - 1), percent)
+        assert f"idles {idle} of the step" in short.message and f"more than {percent}%" in short.message, str(short)
+        assert float(idle[:-1]) > percent and bubble_of > percent / 100
+        assert "fewer would too" in exercise.evaluate(right, fewest + 1).message
+
+
+def test_ch12_q1_every_draw_is_valid_scores_its_solution_and_gets_the_aimed_hints():
+    from course_utils.checkers import ch12
+
+    seen = set()
+    for params in draws(ch12.WhatThreeWorkersDeliver):
+        workers, trainers = params["workers"], params["trainers"]
+        assert workers != trainers and (workers, trainers) != (3, 2), params
+        seen.add((workers, trainers))
+        exercise = item(12, "q1", params)
+        right = solution_answers(exercise)[0]
+        assert right == dict(zip(ch12.CASES, (workers * trainers, workers, trainers, 1)))
+        assert exercise.evaluate(right).points == 3 and exercise.title.startswith(f"What {ch12.NUMBER_WORDS[workers]}")
+        assert f"**{workers} workers** and feeds **{trainers} trainers**" in exercise.rendered_cells()["e02"] or \
+            trainers == 2
+        chapter = exercise.evaluate(dict(ch12.CHAPTER_COUNTS))
+        assert chapter.points < 3 and f"here there are {workers} workers and {trainers} trainers" in chapter.message
+        swapped = exercise.evaluate(dict(zip(ch12.CASES, (workers * trainers, trainers, workers, 1))))
+        assert swapped.points == 1 and "multiplied by the trainers where the service workers count" in swapped.message
+    assert len(seen) == 41  # every variant comes up
+
+
+@pytest.mark.parametrize("workers, trainers", [(2, 3), (4, 3)])
+def test_ch12_q1_the_watch_cell_measures_what_the_solution_says(workers, trainers, capsys):
+    """The variant's "watch it" cell, run on a real tf.data service, counts the deliveries its solution states."""
+    import tensorflow as tf
+
+    exercise = item(12, "q1", {"workers": workers, "trainers": trainers})
+    deliveries = solution_answers(exercise)[0]
+    shown = type("Shown", (), {"answer_shown": staticmethod(lambda: True)})
+    namespace = {"tf": tf, "ex": type("Ex", (), {"q1": shown}), "deliveries": deliveries}
+    exec(exercise.rendered_cells()["e05"], namespace)  # noqa: S102 - the course's own cell
+    printed = capsys.readouterr().out
+    for case, times in deliveries.items():
+        assert re.search(re.escape(case) + rf" +each of the 60 examples delivered \[{times}\] time", printed), printed
 
 
 def test_hints_state_the_variants_numbers_and_the_grader_serves_them():
