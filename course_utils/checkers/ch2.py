@@ -5,6 +5,7 @@ import re
 from .answers import grade_items
 from . import ch2_texts
 from .core import Exercise, Feedback, chapter
+from .variants import CasesInRandomOrder
 from .ch2_build import DistributedStep
 from .ch2_loss import LossScaling
 from .ch2_plan import BatchAndLearningRate
@@ -110,10 +111,11 @@ def normalize_strategy(value):
     return STRATEGY_NAMES.get(text, value)
 
 
-class PickStrategy(Exercise):
+class PickStrategy(CasesInRandomOrder, Exercise):
     title = "Pick the right strategy"
     points = 6
     # It varies per student (.variants) by the order of its scenarios: order[i] is the scenario shown as letter i.
+    cases = SCENARIOS
     defaults = {"order": "abcdef"}
     templates = {"c08": ch2_texts.STRATEGY_QUESTION, "ch2-q3": ch2_texts.STRATEGY_SOLUTION}
     hints = (
@@ -124,15 +126,6 @@ class PickStrategy(Exercise):
         "tf.distribute strategy does that: a parameter-server worker still runs the whole model, and to multiply "
         "by a sharded weight it puts the shards back together.",
     )
-
-    @staticmethod
-    def draw(rng):
-        """The six scenarios in a random order."""
-        return {"order": "".join(rng.sample(sorted(SCENARIOS), len(SCENARIOS)))}
-
-    def _shown(self):
-        """{letter shown: scenario (a key of SCENARIOS)}, in the order shown."""
-        return dict(zip(sorted(SCENARIOS), self.params["order"]))
 
     def text_values(self):
         return {"scenarios": "\n".join(f"- **{letter}.** {SCENARIOS[key]}" for letter, key in self._shown().items())}

@@ -7,6 +7,7 @@ from .answers import UNSHARDED, as_bytes, as_int, as_shape, grade_items, is_plac
 from ..costs import matmul_cost
 from . import ch4_texts
 from .core import Exercise, Feedback, chapter
+from .variants import CasesInRandomOrder
 from .ch4_build import BudgetProduct, read_collective
 from .ch4_layouts import MeshAndLayout, PackByHand, by_label
 
@@ -209,12 +210,13 @@ def _as_code(collective):
     return '"none"' if collective == "none" else f'("{collective[0]}", "{collective[1]}")'
 
 
-class WhichCollective(Exercise):
+class WhichCollective(CasesInRandomOrder, Exercise):
     title = "Which collective, over which mesh axis?"
     points = 5
     revealed_by = ("course_utils.profiling:collectives_run_by",)
     none_is_answer = True  # None, () and [] mean "no collective"; the placeholders are `...`
     # It varies per student (.variants) by the order of its cases: order[i] is the case shown as letter i.
+    cases = MATMUL_CASES
     defaults = {"order": "abcde"}
     templates = {"c14": ch4_texts.COLLECTIVES_QUESTION, "ch4-q4": ch4_texts.COLLECTIVES_SOLUTION,
                  "c16w": ch4_texts.COLLECTIVES_WATCH}
@@ -228,15 +230,6 @@ class WhichCollective(Exercise):
         "moves no operand that it can avoid moving: cutting x's columns to match w's rows costs nothing. In case "
         "{{e}}, 'batch' splits x's examples too: the devices that hold the other k-blocks of w hold other examples.",
     )
-
-    @staticmethod
-    def draw(rng):
-        """The five cases in a random order (never the chapter's notebook's)."""
-        return {"order": "".join(rng.sample(sorted(MATMUL_CASES), len(MATMUL_CASES)))}
-
-    def _shown(self):
-        """{letter shown: case (a key of MATMUL_CASES)}, in the order shown."""
-        return dict(zip(sorted(MATMUL_CASES), self.params["order"]))
 
     def text_values(self):
         shown = self._shown()

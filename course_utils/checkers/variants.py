@@ -13,11 +13,28 @@ import json
 import random
 import re
 
-__all__ = ["VARIANT_ENV", "fill", "student_rng", "student_variant", "variant_from_env", "variant_label"]
+__all__ = ["VARIANT_ENV", "CasesInRandomOrder", "fill", "student_rng", "student_variant", "variant_from_env", "variant_label"]
 
 VARIANT_ENV = "COURSE_VARIANT"  # set by the grader in the kernels it runs: the student's parameters, as JSON
 PLACE = re.compile(r"\{\{(\w+)\}\}")
 MAX_TRIES = 1000  # draws per exercise before a draw that keeps failing its own validity check is a bug
+
+
+class CasesInRandomOrder:
+    """For a question whose cases are shown under the letters a, b, c, ... in an order drawn per student (mixed into
+    its :class:`~course_utils.checkers.core.Exercise`): the class sets ``cases`` (a dict keyed by the cases' own
+    letters); its parameters are ``{"order": the cases' keys in the order shown}``, and ``defaults`` is their own
+    order (the self-study notebooks')."""
+    cases = {}
+
+    @classmethod
+    def draw(cls, rng):
+        """The cases in a random order."""
+        return {"order": "".join(rng.sample(sorted(cls.cases), len(cls.cases)))}
+
+    def _shown(self):
+        """{letter shown: case (a key of ``cases``)}, in the order shown."""
+        return dict(zip(sorted(self.cases), self.params["order"]))
 
 
 def fill(template, values):
