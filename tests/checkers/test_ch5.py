@@ -456,7 +456,7 @@ def q4_packer(image_specs=("unsharded", "batch", "unsharded"), label_specs=("uns
     """A pack_fn(images, labels, mesh) a learner could write; the defaults make a right one.
 
     pad: "fewest" (to the next multiple of the groups), "none", "to 16" (a fixed size), "front" (the padding first),
-        "twice" (a whole group more than needed). weights: "right", "ones", "per example" (shape (n,)), "int".
+        "twice" (a whole group more than needed), "all devices" (to a multiple of mesh.size). weights: "right", "ones", "per example" (shape (n,)), "int".
     pack: "pack_batch" or "dtensor.pack" (the blocks by hand, in the mesh's device order).
     """
     from course_utils import pack_batch
@@ -466,7 +466,8 @@ def q4_packer(image_specs=("unsharded", "batch", "unsharded"), label_specs=("uns
         mesh = fixed_mesh or mesh
         examples, groups = images.shape[1], mesh.dim_size("batch")
         padded = {"fewest": -(-examples // groups) * groups, "none": examples, "to 16": 16,
-                  "front": -(-examples // groups) * groups, "twice": (-(-examples // groups) + 1) * groups}[pad]
+                  "front": -(-examples // groups) * groups, "twice": (-(-examples // groups) + 1) * groups,
+                  "all devices": -(-examples // mesh.size) * mesh.size}[pad]
         extra = padded - examples
         before, after = (extra, 0) if pad == "front" else (0, extra)
         images = np.pad(images, [(0, 0), (before, after), (0, 0)])
@@ -552,7 +553,7 @@ def test_ch5_q4_the_chapters_layouts_copied_are_refused(mesh42):
     shown = first_try("q4", copied).message
     assert "Which axis holds the examples here?" in shown and "Expected" not in shown and "axis=1" not in shown
     unpadded = grade(5, "q4", q4_packer(pad="none"))
-    assert_hint(unpadded, "7 examples do not split into 4 equal groups", "changes no result", "Pad the examples' axis")
+    assert_hint(unpadded, "10 examples do not split into 4 equal groups", "changes no result", "Pad the examples' axis")
     assert "Pad the examples' axis" not in first_try("q4", q4_packer(pad="none")).message
 
 
@@ -569,6 +570,11 @@ def test_ch5_q4_aimed_hints(mesh42):
     assert_hint(grade(5, "q4", q4_packer(fixed_mesh=mesh42)), "not on the mesh passed in (batch=8)", points=0)
     assert_hint(grade(5, "q4", q4_packer(pad="twice")), "more padding than the split needs", "the next multiple",
                 points=0)
+    all_devices = q4_packer(pad="all devices")  # issue 37: 10 examples on 4 x 2 pad to 12, not to 16
+    assert_hint(grade(5, "q4", all_devices), "16 examples along axis 1 (10 examples on batch=4 x model=2)",
+                "a multiple of all 8 devices", "Only the 'batch' axis splits the examples", "12: the next multiple",
+                points=0)
+    assert "12: the next multiple" not in first_try("q4", all_devices).message
     assert_hint(grade(5, "q4", q4_packer(pad="front")), "put the padding after them", "not 1.0 for every tag",
                 points=0)
     assert_hint(grade(5, "q4", q4_packer(weights="ones")), "the padding counts in the mean loss", points=2)
