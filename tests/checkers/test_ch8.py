@@ -250,7 +250,8 @@ def test_ch8_q2_first_wrong_check_holds_the_layout_back(capsys):
 
 
 TOTAL = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10)
-PER_DEVICE = 4 * (392 * 256 + 256 + 128 * 128 + 128 + 128 * 10 + 10)  # d1's and d2's kernels by rows over model
+PER_DEVICE = 4 * (49 * 256 + 256 + 16 * 128 + 128 + 128 * 10 + 10)  # d1's and d2's kernels by rows over model=16
+HERE = 4 * (392 * 256 + 256 + 128 * 128 + 128 + 128 * 10 + 10)  # the same on the notebook's 4 x 2 mesh, measurable
 
 
 POD = 4 * (98 * 256 + 256 + 32 * 128 + 128 + 128 * 10 + 10)  # the same rows over model=8
@@ -259,7 +260,8 @@ POD = 4 * (98 * 256 + 256 + 32 * 128 + 128 + 128 * 10 + 10)  # the same rows ove
 def test_ch8_q3_bytes():
     from course_utils.checkers import ch8
 
-    assert ch8._reference_bytes_per_device() == PER_DEVICE and TOTAL == 940_584
+    assert ch8._reference_bytes_per_device(mesh_axes=ch8.WIDE_AXES) == PER_DEVICE and TOTAL == 940_584
+    assert ch8._reference_bytes_per_device() == HERE
     assert ch8._reference_bytes_per_device(mesh_axes=ch8.POD_AXES) == POD
     assert_correct(grade(8, "q3", PER_DEVICE, TOTAL, POD))
     for per_device, total, pod in ((np.int64(PER_DEVICE), float(TOTAL), np.int32(POD)),
@@ -272,18 +274,20 @@ def test_ch8_q3_bytes():
     (PER_DEVICE, TOTAL // 4, "counts the numbers (parameters), not their bytes", 2),
     (PER_DEVICE // 4, TOTAL, "counts the numbers (parameters), not their bytes", 2),
     (PER_DEVICE / 2 ** 20, TOTAL / 2 ** 20, "looks like MiB", 1),
-    (round(PER_DEVICE / 2 ** 20, 2), TOTAL, "looks like MiB", 2),
+    (round(PER_DEVICE / 2 ** 20, 3), TOTAL, "looks like MiB", 2),
     (PER_DEVICE, round(TOTAL / 2 ** 10, 1), "looks like KiB", 2),
     (PER_DEVICE / 1e6, TOTAL, "looks like MB", 2),
     (PER_DEVICE + 8, TOTAL + 8, "step counter (iterations, an int64", 1),
     (PER_DEVICE, TOTAL - 4 * 128, "leaves out mlp3/d2/bias", 2),
     (PER_DEVICE - 4 * 10, TOTAL, "leaves out mlp3/d3/bias", 2),
     (PER_DEVICE - 4 * (256 + 128 + 10), TOTAL, "leaves out the biases", 2),
-    (TOTAL // 2, TOTAL, "held whole on every device", 2),
-    (TOTAL // 8, TOTAL, "'batch' splits the data", 2),
-    (4 * (196 * 256 + 256 + 64 * 128 + 128 + 1280 + 10), TOTAL, "divided by 4, the size of 'batch'", 2),
-    (PER_DEVICE - 4 * 640, TOTAL, "treats mlp3/d3/kernel as split", 2),
-    (PER_DEVICE + 4 * 16384, TOTAL, "treats mlp3/d2/kernel as whole", 2),
+    (TOTAL / 16, TOTAL, "held whole on every device", 2),
+    (TOTAL // 32, TOTAL, "'batch' splits the data", 2),
+    (HERE, TOTAL, "one device's share on the notebook's 4 x 2 mesh", 2),  # issue 37: measured here, not predicted
+    (4 * (392 * 256 + 256 + 128 * 128 + 128 + 1280 + 10), TOTAL, "4 x 2 mesh", 2),
+    (4 * (392 * 256 + 256 + 128 * 128 + 128 + 1280 + 10) - 4 * 10, TOTAL, "go weight by weight", 2),
+    (PER_DEVICE - 4 * (1280 - 80), TOTAL, "treats mlp3/d3/kernel as split", 2),
+    (PER_DEVICE + 4 * (256 - 16) * 128, TOTAL, "treats mlp3/d2/kernel as whole", 2),
     (TOTAL, PER_DEVICE, "that is the whole model", 1),
     (PER_DEVICE, PER_DEVICE, "that is one device's share", 2),
     (PER_DEVICE, "a lot", "give a number of bytes", 2),
@@ -294,7 +298,8 @@ def test_ch8_q3_wrong_answers(per_device, total, fragment, points):
 
 
 @pytest.mark.parametrize("pod, fragment", [
-    (PER_DEVICE, "that is one device's share on the 4 x 2 mesh"),  # measured here, not predicted for the pod
+    (PER_DEVICE, "that is one device's share on the 2 x 16 mesh"),
+    (HERE, "that is one device's share on the notebook's 4 x 2 mesh"),  # measured here, not predicted for the pod
     (TOTAL, "that is the whole model"),
     (TOTAL // 64, "'batch' splits the data"),
     (POD // 4, "counts the numbers"),
@@ -326,7 +331,7 @@ def test_ch8_q3_first_wrong_check_does_not_do_the_arithmetic():
                    (PER_DEVICE, TOTAL, PER_DEVICE)):
         first = ex._evaluate(answer, {}, first_try=True).message
         assert "4 bytes" not in first and str(PER_DEVICE) not in first and str(TOTAL) not in first, first
-        assert "(size 2)" not in first and str(POD) not in first, first
+        assert "(size 16)" not in first and str(POD) not in first, first
     assert "A float32 takes 4 bytes" in ex._evaluate((PER_DEVICE // 4, TOTAL // 4, POD), {}, first_try=False).message
     graded = exercises(8, mode="graded").q3.evaluate(1, 2, 3)
     assert graded.points == 0 and str(PER_DEVICE) not in graded.message and str(POD) not in graded.message
@@ -707,7 +712,8 @@ def test_ch8_the_sandbox_copy_states_no_answer(name):
                                                                     for attribute in ("kernel", "bias")])
                     for case in ch8_port.PORT_CASES]
     for answer in (ch8._reference_mystery(), spec, shard_shape, ch8._reference_port_axes(),
-                   ch8._reference_bytes_per_device(), ch8._reference_bytes_per_device(mesh_axes=ch8.POD_AXES),
+                   ch8._reference_bytes_per_device(mesh_axes=ch8.WIDE_AXES),
+                   ch8._reference_bytes_per_device(mesh_axes=ch8.POD_AXES),
                    *port_answers):
         assert not holding(module, answer), answer
     for cls in [value for value in vars(module).values() if isinstance(value, type)]:
