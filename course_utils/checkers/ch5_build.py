@@ -298,8 +298,9 @@ class BuildOnMesh(Exercise):
         if "second_error" in given:
             raise _Stop(f"a second call of step raised {str(given['second_error'])[:400]}: step must run again on "
                         f"another batch of the same size.")
-        found["runs"] = [(str(kind), tuple(str(axis) for axis in axes), int(size))
-                         for kind, axes, size in given["runs"]]
+        if case.get("measure"):
+            found["runs"] = [(str(kind), tuple(str(axis) for axis in axes), int(size))
+                             for kind, axes, size in given["runs"]]
         return found
 
     def judge(self, data, seed=0):
@@ -340,12 +341,14 @@ class BuildOnMesh(Exercise):
                      "device changes them")
         else:
             fb.wrong(f"{_case_text(bad[0]['case'])}: {bad[1][0]}", answer=bad[1][1])
-        for found in results:
+        measured = [found for found in results if "runs" in found]
+        for found in measured:
             fb.note(f"{_mesh_text(found['case'])}, one more step ran: " + _runs_text(found["runs"]))
-        unsplit = [found for found in results if not any(_sums_the_loss_over_batch(*run) for run in found["runs"])]
+        unsplit = [found for found in measured if not any(_sums_the_loss_over_batch(*run) for run in found["runs"])]
         if not unsplit:
-            fb.right("in each step the loss was summed over the 'batch' groups (an all-reduce over 'batch' of 4 "
-                     "bytes): the batch is split over 'batch'")
+            fb.right(f"in the step measured ({', '.join(_mesh_text(found['case']) for found in measured)}) the loss "
+                     f"was summed over the 'batch' groups (an all-reduce over 'batch' of 4 bytes): the batch is split "
+                     f"over 'batch'")
         else:
             fb.wrong(f"{_mesh_text(unsplit[0]['case'])}: the step summed no loss over 'batch' (no all-reduce of the "
                      f"4-byte loss over 'batch' ran), so every 'batch' group computed the loss of the whole batch: no "

@@ -1030,23 +1030,27 @@ def test_ch5_q6_accepts_every_right_form(q6_results):
 
 
 @pytest.mark.parametrize("name, points, fragments", [
-    ("data parallel", 3, ["every weight is replicated", "The weights alone", "two slots per weight"]),
-    ("slots forgotten", 3, ["batch=3 x model=2", "over the budget", "The weights alone (203,560 B) would fit"]),
+    ("data parallel", 4, ["every weight is replicated", "The weights alone", "two slots per weight"]),
+    ("slots forgotten", 4, ["batch=3 x model=2", "over the budget", "The weights alone (203,560 B) would fit"]),
     ("always 2-D", 0, ["batch=3 x model=2", "an axis of size 784 cannot be split into 3 equal blocks",
                        "A placement that one mesh divides, another may not"]),
     ("always tensor parallel", 1, ["batch=2 x model=4", "an axis of size 30 cannot be split into 4 equal blocks"]),
     ("always FSDP-style", 0, ["batch=3 x model=2", "an axis of size 784 cannot be split into 3 equal blocks"]),
-    ("loss of one shard", 4, ["one 'batch' group's slice", "4 of 12 examples"]),
-    ("LayoutMap key with a slash", 3, ["d1.kernel, 98 % of the parameters, is replicated",
+    ("the most sharded that fits", 5, ["batch=4 x model=2, width 25", "it fits, but this budget is roomy",
+                                        "yours sends 236,700 B per device per step", "sends fewer"]),
+    ("shard what divides, whatever the budget", 5, ["batch=4 x model=2, width 25", "this budget is roomy",
+                                                     "compare what each sends, not only what each holds"]),
+    ("loss of one shard", 5, ["one 'batch' group's slice", "4 of 12 examples"]),
+    ("LayoutMap key with a slash", 4, ["d1.kernel, 98 % of the parameters, is replicated",
                                        "a key that matches no variable leaves it replicated"]),
-    ("batch replicated", 4, ["batch=3 x model=2: the step summed no loss over 'batch'", "no data parallelism"]),
+    ("batch replicated", 5, ["batch=4 x model=2: the step summed no loss over 'batch'", "no data parallelism"]),
     ("the notebook's mesh", 0, ["live on a mesh batch=4 x model=2, not on the mesh passed in (batch=3 x model=2)"]),
-    ("weights not loaded", 3, ["far from the weights the checker gave", "differs from the one device computes"]),
-    ("summed loss", 3, ["12 x the mean one device computes", "per-replica scaling", "m holds 12 x the gradient"]),
-    ("learning rate 3e-3", 4, ["moved 3 x as far", "learning rate"]),
+    ("weights not loaded", 4, ["far from the weights the checker gave", "differs from the one device computes"]),
+    ("summed loss", 4, ["12 x the mean one device computes", "per-replica scaling", "m holds 12 x the gradient"]),
+    ("learning rate 3e-3", 5, ["moved 3 x as far", "learning rate"]),
     ("plain Adam", 0, ["the optimizer is not on a mesh", "tf.keras.dtensor.experimental.optimizers.Adam"]),
     ("no seed", 0, ["global seed", "exercise 1"]),
-    ("a step inside build_on_mesh", 3, ["counted 2 steps", "must not train"]),
+    ("a step inside build_on_mesh", 4, ["counted 2 steps", "must not train"]),
     ("weights assigned as NumPy arrays", 0, ["AssignVariableOp got a regular tensor",
                                              "assign() takes a value on the mesh too"]),
     ("compile and train_on_batch", 0, ["_element_layouts", "train_on_batch and fit feed the model through a tf.data "
@@ -1071,6 +1075,10 @@ def test_ch5_q6_graded_feedback_keeps_the_answer_back(q6_results):
     for name, answer in answers.items():
         result = q6_results["0"][name]
         assert answer in result["shown"] and answer not in result["graded"], name
+    for name in ("the most sharded that fits", "shard what divides, whatever the budget"):
+        result = q6_results["0"][name]
+        assert "Here data parallel sends 119,100 B" in result["shown"]
+        assert "Here data parallel" not in result["graded"] and "119,100" not in result["graded"]
     for name in Q6_WRONG:
         assert "set_random_seed(0)" not in q6_results["0"][name]["graded"]
         assert " fits, with every sharded axis divisible" not in q6_results["0"][name]["graded"]
