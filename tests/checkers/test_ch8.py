@@ -373,7 +373,17 @@ def _per_layer(pattern, kernel, bias=None, only=None):
 
 
 def _fixed(entries):
-    return lambda weights, device_mesh, budget: dict(entries)
+    """Keys written out for the first case's model; 'data' and 'model' stand for the mesh's first and second axis."""
+    def keys(weights, device_mesh, budget):
+        names = dict(zip(("data", "model"), device_mesh.axis_names))
+        return {key: tuple(names.get(axis, axis) for axis in axes) for key, axes in entries.items()}
+    return keys
+
+
+def _when_over(keys):
+    """``keys`` only when the whole model is over the budget: no key at all when it fits."""
+    return lambda weights, device_mesh, budget: (
+        keys(weights, device_mesh, budget) if sum(w.value.nbytes for w in weights) > budget else {})
 
 
 def _learner(keys=_greedy, distribution="model", batch_dim_name="first", build="scope", step="fit",
@@ -403,7 +413,8 @@ def _learner(keys=_greedy, distribution="model", batch_dim_name="first", build="
         layout_map = kd.LayoutMap(device_mesh)
         for key, axes in keys(weights, device_mesh, budget_bytes).items():
             layout_map[key] = axes
-        if distribution == "data":
+        fits = sum(w.value.nbytes for w in weights) <= budget_bytes
+        if distribution == "data" or (distribution == "data when it fits" and fits):
             chosen = kd.DataParallel(devices=kd.list_devices()[:8])
         else:
             name = {"first": device_mesh.axis_names[0], "default": None, "second": device_mesh.axis_names[1]}.get(
@@ -460,13 +471,14 @@ RIGHT_Q4 = {  # several right choices per case, to keep the child quick
     "every kernel by rows, '.*/layer/kernel' keys; train_on_batch with a metric: [loss, accuracy]": _learner(
         keys=_per_layer(".*/{layer}/{kind}", ("M", None), only=("h1", "out")), step="metrics"),
     "Megatron pairs, '.+/' keys, explicit replicated keys; train_on_batch(return_dict=True)": _learner(
-        keys=_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",), ".+/out/kernel": ("model", None),
-                     ".+/out/bias": (None,)}), step="dict"),
+        keys=_when_over(_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",),
+                                ".+/out/kernel": ("model", None), ".+/out/bias": (None,)})), step="dict"),
     "2-D layout over both axes, a full path; kd.set_distribution instead of scope()": _learner(
-        keys=_fixed({"tower/h1/kernel": ("data", "model")}), build="set_distribution"),
+        keys=_when_over(_fixed({"tower/h1/kernel": ("data", "model")})), build="set_distribution"),
     "short specs (('model',) on a matrix), default batch_dim_name, SGD, an equal mesh of its own": _learner(
-        keys=_fixed({".*/h1/kernel": ("model",), ".*/out/kernel": ("model",)}), batch_dim_name="default",
-        optimizer="sgd", mesh="copy"),
+        keys=_when_over(_fixed({".*/h1/kernel": ("model",), ".*/out/kernel": ("model",)})),
+        batch_dim_name="default", optimizer="sgd", mesh="copy"),
+    "DataParallel when the whole model fits": _learner(distribution="data when it fits"),
     "train_on_batch, returning a float": _learner(step="train_on_batch"),
     "a mesh of its own, of JAX's device objects; fit's History returned": _learner(mesh="jax devices",
                                                                                     step="fit_history"),
@@ -486,6 +498,10 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
     "over budget: weights split over the batch axis only": (
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("B", None), only=("h1", "out"))),
         ["over the budget", "tower/h1/kernel 19200 of 38400"], 3, 3),
+    "every kernel split, whatever the budget": (  # issue 37: the second case's budget needs no split
+        _learner(keys=_per_layer(".*/{layer}/{kind}", ("M", None))),
+        ["The second case", "device 0 holds 2344 of the model's 4552 bytes", "split only as many weights as the "
+         "budget needs", "Here none"], 5, 5),
     "whole model replicated: DataParallel": (_learner(distribution="data"),
                                              ["DataParallel keeps every weight whole", "Every device holds"], 1, 1),
     "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys"], 2, 2),
@@ -586,8 +602,9 @@ def test_ch8_q4_accepts_every_right_form(q4_results, name):
     if q4_results["rule"] == "search" and "train_on_batch" in name:
         pytest.skip("Keras 3.13's train_on_batch fails under a distribution (exercise 4's set-up cell shows it)")
     result = q4_results[name]
-    assert result["status"] == "correct" and result["points"] == 5, result["message"]
+    assert result["status"] == "correct" and result["points"] == 6, result["message"]
     assert "✗" not in result["message"]
+    assert "the second case" in result["message"] and "no weight split" in result["message"]
 
 
 @pytest.mark.parametrize("name", list(WRONG_Q4))
@@ -607,6 +624,7 @@ def test_ch8_q4_not_a_function(q4_results):
 
 def test_ch8_q4_graded_feedback_keeps_the_answer_back(q4_results):
     answers = ["re.escape(weight.path)", "batch_dim_name=device_mesh.axis_names[0]", "Split the biggest weights",
+               "Here none",
                "One step on the whole batch", "The checker's NumPy loss is", "from_logits=True)"]
     for name in WRONG_Q4:
         graded = q4_results[name]["graded"]
@@ -618,7 +636,7 @@ def test_ch8_q4_graded_feedback_keeps_the_answer_back(q4_results):
 
 def test_ch8_q4_graded_mode_gives_the_solution_full_marks(q4_results):
     print({name: round(result["seconds"], 1) for name, result in q4_results.items() if "seconds" in result})
-    assert q4_results["graded solution"]["status"] == "correct" and q4_results["graded solution"]["points"] == 5
+    assert q4_results["graded solution"]["status"] == "correct" and q4_results["graded solution"]["points"] == 6
 
 
 def test_ch8_q4_reference_is_the_keras_loss():
@@ -676,13 +694,13 @@ def test_ch8_q2_is_correct_with_another_seed():
 
 def test_ch8_q4_is_correct_with_another_seed(q4_results):
     result = q4_results["another seed"]
-    assert result["status"] == "correct" and result["points"] == 5, result["message"]
+    assert result["status"] == "correct" and result["points"] == 6, result["message"]
 
 
 def test_ch8_q4_data_of_another_seed_is_not_full_marks(q4_results):
     """The solution's data for seed 0, judged with seed 12345: its loss is not the loss of seed 12345's batch."""
     result = q4_results["seed 0 judged with another seed"]
-    assert result["points"] < 5 and "not the mean cross-entropy" in result["message"], result["message"]
+    assert result["points"] < 6 and "not the mean cross-entropy" in result["message"], result["message"]
 
 
 @pytest.mark.parametrize("name", ["q2", "q4"])
