@@ -310,6 +310,27 @@ def test_ch8_q3_the_pod_cannot_be_measured_only_predicted(pod, fragment):
     assert_hint(grade(8, "q3", PER_DEVICE, TOTAL, pod), fragment, points=2)
 
 
+def test_ch8_q3_neither_mesh_can_be_built_here_and_the_watch_cell_waits():
+    """Issue 37: the chapter's measuring (the shards of a model built on the mesh) cannot print the per-device
+    answers: neither mesh fits 8 devices, and the 2 x 16 mesh's 'model' axis alone needs more than 8 (a 1 x 16 mesh
+    of the same shares cannot be built either). The cell after the check measures the 4 x 2 mesh only once the
+    answer is shown, and compares nothing before."""
+    import json
+    import math
+    from pathlib import Path
+
+    from course_utils.checkers import ch8
+
+    assert math.prod(ch8.WIDE_AXES.values()) > 8 and math.prod(ch8.POD_AXES.values()) > 8
+    assert ch8.WIDE_AXES["model"] > 8
+    notebook = json.loads((Path(__file__).parents[2] / "exercises" / "08_keras3_on_jax.ipynb").read_text())
+    cells = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    after = "".join(cells[[cell.get("id") for cell in cells].index("ch8-q3") + 2]["source"])
+    measuring, waiting = after.split("else:")
+    assert "ex.q3.answer_shown()" in measuring.splitlines()[2] and "addressable_shards" in measuring
+    assert "weight_bytes" not in after and "addressable_shards" not in waiting
+
+
 def test_ch8_q3_counts_only_before_matmul_cost_is_imported(monkeypatch):
     """Issue 37: matmul_cost prices a kernel on the pod's sizes without building the pod, so the prediction counts
     only while the notebook has not imported it; the exercise notebook never imports it."""
