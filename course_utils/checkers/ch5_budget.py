@@ -40,21 +40,32 @@ def _reference_budget_memory():
 def budget_bytes_sent(on_cpu=True):
     """Bytes one device sends per training step, per placement, as DTensor runs the collectives on CPU.
 
-    Priced with ``matmul_cost``: d1's product and its weight gradient (the first layer needs no
-    input gradient), then d2's product and both gradients; each gradient in its weight's layout.
-    With ``on_cpu=False``, each collective is priced by the ring formula of its own kind, as
-    hardware with a native all-gather and reduce-scatter would run it (exercise 5 is about these CPUs).
+    Priced with ``matmul_cost`` (:func:`placement_bytes_sent`) for exercise 5's model, batch and mesh. With
+    ``on_cpu=False``, each collective is priced by the ring formula of its own kind, as hardware with a native
+    all-gather and reduce-scatter would run it (exercise 5 is about these CPUs).
     """
-    sent = {}
-    for name, (d1_kernel, _, d2_kernel, _) in BUDGET_PLACEMENTS.items():
-        d1 = matmul_cost([BUDGET_BATCH, 784], ["batch", UNSHARDED], BUDGET_SHAPES["d1.kernel"], d1_kernel,
-                         BUDGET_MESH, dw_specs=d1_kernel)
-        d2 = matmul_cost([BUDGET_BATCH, BUDGET_HIDDEN], d1.output_specs, BUDGET_SHAPES["d2.kernel"], d2_kernel,
-                         BUDGET_MESH, dw_specs=d2_kernel)
-        products = [d1.forward, d1.backward[1], d2.forward, *d2.backward]
-        sent[name] = round(sum(c.bytes_sent_on_cpu if on_cpu else c.bytes_sent_per_device
-                               for p in products for c in p.collectives))
-    return sent
+    return {name: placement_bytes_sent(spec_lists, BUDGET_MESH, BUDGET_HIDDEN, BUDGET_BATCH, on_cpu)
+            for name, spec_lists in BUDGET_PLACEMENTS.items()}
+
+
+def placement_bytes_sent(spec_lists, mesh, hidden, batch, on_cpu=True):
+    """Bytes one device sends in one training step of Flatten -> Dense(hidden) -> Dense(10) with the weights in
+    ``spec_lists`` (the specs of d1.kernel, d1.bias, d2.kernel, d2.bias) on a mesh of ``mesh``'s axis sizes, the
+    global batch of ``batch`` split over 'batch': d1's product and its weight gradient (the first layer needs no
+    input gradient), then d2's product and both gradients, each gradient in its weight's layout (``matmul_cost``;
+    ``on_cpu`` as in :func:`budget_bytes_sent`).
+
+    Example:
+        >>> U = UNSHARDED
+        >>> placement_bytes_sent(([U, U], [U], [U, U], [U]), {"batch": 4, "model": 2}, 25, 8)
+        119100
+    """
+    d1_kernel, d2_kernel = spec_lists[0], spec_lists[2]
+    d1 = matmul_cost([batch, 784], ["batch", UNSHARDED], (784, hidden), d1_kernel, mesh, dw_specs=d1_kernel)
+    d2 = matmul_cost([batch, hidden], d1.output_specs, (hidden, 10), d2_kernel, mesh, dw_specs=d2_kernel)
+    products = [d1.forward, d1.backward[1], d2.forward, *d2.backward]
+    return round(sum(c.bytes_sent_on_cpu if on_cpu else c.bytes_sent_per_device
+                     for p in products for c in p.collectives))
 
 
 _PLACEMENT_SPELLINGS = {  # what a learner may call each placement (lower case, '-' and '_' read as spaces)

@@ -10,7 +10,7 @@ import re
 from .answers import UNSHARDED, as_float, close, mesh_dims, quiet_tensorflow, short_error, specs
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
-from .ch5_budget import BUDGET_PLACEMENTS
+from .ch5_budget import BUDGET_PLACEMENTS, placement_bytes_sent
 from .ch5_cases import (ADAM_BETAS, ADAM_EPSILON, BUILD_CASES, BUILD_NAMES, BUILD_RATE, COMBINING, build_case,
                         collect_build_case)
 
@@ -82,10 +82,31 @@ def _judge_placements_that_fit(case, seed=0):
     return fitting
 
 
+def _judge_bytes_sent(spec_lists, case):
+    """What one device sends per step with ``spec_lists`` in ``case``, by the chapter's cost model on these CPUs
+    (exercise 5's first column), or None for specs it cannot price."""
+    try:
+        return placement_bytes_sent(spec_lists, dict(zip(("batch", "model"), case["mesh"])), case["hidden"],
+                                    case["batch"])
+    except (ValueError, TypeError, KeyError, IndexError):
+        return None
+
+
+def _judge_cheapest(case):
+    """Of exercise 5's placements that fit ``case``, the one that sends the fewest bytes per step, and what it sends."""
+    sent = {name: _judge_bytes_sent(BUDGET_PLACEMENTS[name], case) for name in _judge_placements_that_fit(case)}
+    cheapest = min(sent, key=sent.get)
+    return cheapest, sent[cheapest]
+
+
 def _judge_fitting_text(case):
     fitting = _judge_placements_that_fit(case)
-    return (f"On {_mesh_text(case)} with this budget, of exercise 5's placements only "
+    text = (f"On {_mesh_text(case)} with this budget, of exercise 5's placements only "
             f"{' and '.join(fitting)} {'fits' if len(fitting) == 1 else 'fit'}, with every sharded axis divisible.")
+    if len(fitting) > 1:
+        cheapest, sent = _judge_cheapest(case)
+        text += f" Of them, {cheapest} sends the fewest bytes per step on these CPUs ({sent:,} B per device)."
+    return text
 
 
 def _specs_text(spec_list):
@@ -164,20 +185,23 @@ def _close_values(got, want):
 
 class BuildOnMesh(Exercise):
     title = "Build it on the mesh, step it, measure it"
-    points = 5
+    points = 6
     hints = (
         "Which weight holds nearly all the bytes, and how many bytes does Adam add per weight? Choose the layouts "
         "from the mesh and the weights you are given (their sizes), not from the notebook's; and start the model "
         "from `weights`.",
         "Estimate each placement of exercise 5's table as you did there, now for Adam (4 bytes per number, divided "
         "by the sizes of the mesh axes that split it, times 3 for Adam's two slots, plus its 8-byte counter; "
-        "mesh.dim_size('model') gives a size) and "
-        "take one that fits the budget and whose sharded axes divide. Build the Dense layers with kernel_layout and "
+        "mesh.dim_size('model') gives a size); of those that fit the budget and whose sharded axes divide, take "
+        "the one that sends the fewest bytes per step on these CPUs, as in exercise 5 (matmul_cost prices each "
+        "product, as budget_bytes_sent does). Build the Dense layers with kernel_layout and "
         "bias_layout, copy each weight in with variable.assign(pack_batch(value, variable.layout)), make the DTensor "
         "Adam with mesh=mesh, and let step pack the batch split over 'batch' and run a tf.function training step.",
-        "No one placement fits every case of the checker: on some meshes 784 rows do not divide by the size of "
-        "'batch', or the width does not divide by the size of 'model'. Compute, for each placement of exercise 5's "
-        "table, whether every axis it shards divides and what one device holds; take one that fits. In step: "
+        "No one placement is right in every case of the checker: on some meshes 784 rows do not divide by the size "
+        "of 'batch', or the width does not divide by the size of 'model', and a roomy budget may need no split at "
+        "all. Compute, for each placement of exercise 5's table, whether every axis it shards divides, what one "
+        "device holds and what it sends per step (placement_bytes_sent in course_utils.checkers.ch5_budget, or "
+        "matmul_cost); of those that fit, take the one that sends least. In step: "
         "train_step(pack_batch(images, dtensor.Layout.batch_sharded(mesh, 'batch', rank=4)), "
         "pack_batch(labels, dtensor.Layout.batch_sharded(mesh, 'batch', rank=1))).",
     )
@@ -274,8 +298,9 @@ class BuildOnMesh(Exercise):
         if "second_error" in given:
             raise _Stop(f"a second call of step raised {str(given['second_error'])[:400]}: step must run again on "
                         f"another batch of the same size.")
-        found["runs"] = [(str(kind), tuple(str(axis) for axis in axes), int(size))
-                         for kind, axes, size in given["runs"]]
+        if case.get("measure"):
+            found["runs"] = [(str(kind), tuple(str(axis) for axis in axes), int(size))
+                             for kind, axes, size in given["runs"]]
         return found
 
     def judge(self, data, seed=0):
@@ -316,12 +341,14 @@ class BuildOnMesh(Exercise):
                      "device changes them")
         else:
             fb.wrong(f"{_case_text(bad[0]['case'])}: {bad[1][0]}", answer=bad[1][1])
-        for found in results:
+        measured = [found for found in results if "runs" in found]
+        for found in measured:
             fb.note(f"{_mesh_text(found['case'])}, one more step ran: " + _runs_text(found["runs"]))
-        unsplit = [found for found in results if not any(_sums_the_loss_over_batch(*run) for run in found["runs"])]
+        unsplit = [found for found in measured if not any(_sums_the_loss_over_batch(*run) for run in found["runs"])]
         if not unsplit:
-            fb.right("in each step the loss was summed over the 'batch' groups (an all-reduce over 'batch' of 4 "
-                     "bytes): the batch is split over 'batch'")
+            fb.right(f"in the step measured ({', '.join(_mesh_text(found['case']) for found in measured)}) the loss "
+                     f"was summed over the 'batch' groups (an all-reduce over 'batch' of 4 bytes): the batch is split "
+                     f"over 'batch'")
         else:
             fb.wrong(f"{_mesh_text(unsplit[0]['case'])}: the step summed no loss over 'batch' (no all-reduce of the "
                      f"4-byte loss over 'batch' ran), so every 'batch' group computed the loss of the whole batch: no "
@@ -416,7 +443,7 @@ class BuildOnMesh(Exercise):
         what = f"{_case_text(case)}: each device holds {held:,} B ({in_weights:,} in weights, " \
                f"{held - in_weights:,} in Adam's state) with {placed}"
         if held <= budget:
-            fb.right(what)
+            BuildOnMesh._judge_choice(fb, found, what)
             return
         hidden = case["hidden"]
         replicated = [all(s == UNSHARDED for s in spec) for spec in found["specs"]]
@@ -435,6 +462,28 @@ class BuildOnMesh(Exercise):
             slots = (f" The weights alone ({in_weights:,} B) would fit: Adam keeps two slots per weight in the "
                      f"weight's layout, so its state is twice the weights' bytes. Count it when you choose.")
         fb.wrong(f"{what}: over the budget; {why}.{slots}", answer=_judge_fitting_text(case))
+
+
+    @staticmethod
+    def _judge_choice(fb, found, what):
+        """A case whose budget several placements fit: the placement must send no more bytes per step than the
+        cheapest of them (exercise 5's choice: a roomy budget may need no split at all)."""
+        case = found["case"]
+        if len(_judge_placements_that_fit(case)) < 2:
+            fb.right(what)
+            return
+        cheapest, least = _judge_cheapest(case)
+        sent = _judge_bytes_sent(found["specs"], case)
+        if sent is not None and sent <= least:
+            fb.right(f"{what}: of the placements that fit, one that sends the fewest bytes per step")
+            return
+        cost = (f"yours sends {sent:,} B per device per step on these CPUs (the chapter's cost model), and "
+                if sent is not None else "")
+        replicate = ": keep every weight replicated; the budget needs no split" if cheapest == "data parallel" else ""
+        fb.wrong(f"{what}: it fits, but this budget is roomy: {cost}another placement of exercise 5's table fits too "
+                 f"and sends fewer. Where several fit, take the one that sends the fewest bytes per step, as in "
+                 f"exercise 5: compare what each sends, not only what each holds.",
+                 answer=f"Here {cheapest} sends {least:,} B per device per step{replicate}.")
 
 
 def _sums_the_loss_over_batch(kind, axes, tensor_bytes):

@@ -4,6 +4,8 @@
 DTensors it returned (layouts and per-device blocks); ``judge`` compares them with the batches it draws again from
 the seed.
 """
+import math
+
 from .answers import UNSHARDED, global_numpy, layout_of, mesh_dims, short_error, specs
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
@@ -12,7 +14,7 @@ TIME_STEPS, PIXELS = 28, 28  # each image read as 28 rows of 28 pixels, time-maj
 EXAMPLES_AXIS = 1  # in the images and in the tags
 PACK_CASES = (  # the mesh (its axis sizes, 'batch' first) and the examples in the batch
     {"mesh": (4, 2), "examples": 16},  # the notebook's mesh: 4 groups divide 16
-    {"mesh": (4, 2), "examples": 7},   # the last batch of an evaluation: 7 examples on 4 groups
+    {"mesh": (4, 2), "examples": 10},  # a last batch: 10 examples on 4 groups pad to 12 (to all 8 devices: 16)
     {"mesh": (8,), "examples": 20},    # a 1-D mesh: 20 examples on 8 groups
 )
 PART_NAMES = ("images", "labels", "weights")
@@ -192,6 +194,12 @@ class PadTheLastBatch(Exercise):
             layout_text = f"{TIME_STEPS} x examples" + (f" x {PIXELS}" if rank == 3 else "")
             return f"shape {array.shape} ({where}); the time-major {name} are {layout_text}.", ""
         if array.shape[EXAMPLES_AXIS] != padded:
+            devices = math.prod(case["mesh"])
+            if array.shape[EXAMPLES_AXIS] == _padded(examples, devices) != padded:
+                return (f"{array.shape[EXAMPLES_AXIS]} examples along axis 1 ({where}): a multiple of all {devices} "
+                        f"devices. Only the 'batch' axis splits the examples; the devices along 'model' hold the same "
+                        f"examples as their group. How many groups share them out?",
+                        f"{padded}: the next multiple of mesh.dim_size('batch') = {groups} from {examples}.")
             if array.shape[EXAMPLES_AXIS] > padded:
                 return (f"{array.shape[EXAMPLES_AXIS]} examples along axis 1 ({where}): more padding than the split "
                         f"needs. Pad with as few examples as make the groups equal.",

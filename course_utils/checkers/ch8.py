@@ -19,7 +19,10 @@ MYSTERY_SHAPE = (6, 12)
 PORT_SHAPES = {"mlp3/d1/kernel": (784, 256), "mlp3/d1/bias": (256,), "mlp3/d2/kernel": (256, 128),
                "mlp3/d2/bias": (128,), "mlp3/d3/kernel": (128, 10), "mlp3/d3/bias": (10,)}
 MESH_AXES = {"batch": 4, "model": 2}
-POD_AXES = {"batch": 8, "model": 8}  # exercise 3's mesh that cannot be built here: 64 devices
+# Exercise 3's meshes, neither of which this machine's 8 devices can build, so that the chapter's way of measuring
+# (c33: the shards' bytes of a model built on the mesh) cannot print the answers: 'model' of 16 devices, and a pod.
+WIDE_AXES = {"batch": 2, "model": 16}
+POD_AXES = {"batch": 8, "model": 8}
 # The chapter's own map (section 2, for its 2-layer model), as the same keys would place mlp3's weights: a learner
 # who copies it instead of porting the colleague's map of exercise 2.
 CHAPTER_MAP_AXES = {"mlp3/d1/kernel": (None, "model"), "mlp3/d1/bias": ("model",), "mlp3/d2/kernel": ("model", None),
@@ -177,7 +180,7 @@ UNITS = ((2 ** 20, "MiB"), (2 ** 10, "KiB"), (10 ** 6, "MB"), (10 ** 3, "kB"))
 
 
 class PredictBytes(Exercise):
-    title = "Predict the bytes each device holds, here and on a pod"
+    title = "Predict the bytes each device holds on meshes larger than this machine"
     points = 3
     # A prediction: matmul_cost prices a kernel on mesh sizes alone (the pod's too) and prints the bytes each device
     # holds; the check counts only while the notebook has not imported it.
@@ -185,7 +188,8 @@ class PredictBytes(Exercise):
     hints = (
         "Go weight by weight: how much of each weight does one device keep under the colleague's layouts, and how "
         "many bytes does one float32 take? On the pod, the same layouts meet a mesh whose axes have other sizes.",
-        "An axis split over 'model' is divided by the size of 'model' (2 here, 8 on the pod); 'batch' splits only "
+        "An axis split over 'model' is divided by the size of 'model' (16 on the 2 x 16 mesh, 8 on the pod); 'batch' "
+        "splits only "
         "the data; a weight without a key is whole on every device. Count 4 bytes per float32, and only "
         "model.weights: no optimizer slots or counters. Add up all six weights, biases included.",
     )
@@ -193,7 +197,7 @@ class PredictBytes(Exercise):
     def grade(self, weight_bytes_per_device, weight_bytes_total, pod_bytes_per_device):
         fb = Feedback()
         whole = {path: None for path in PORT_SHAPES}
-        want_total, want = _reference_bytes_per_device(whole), _reference_bytes_per_device()
+        want_total, want = _reference_bytes_per_device(whole), _reference_bytes_per_device(mesh_axes=WIDE_AXES)
         self._grade_count(fb, "weight_bytes_total", as_number(weight_bytes_total), weight_bytes_total, want_total, whole,
                           other=want)
         self._grade_count(fb, "weight_bytes_per_device", as_number(weight_bytes_per_device), weight_bytes_per_device,
@@ -217,8 +221,9 @@ class PredictBytes(Exercise):
 
         if given is None:
             fb.wrong(f"{name}: give a number of bytes, got {raw!r}.")
-        elif near(here):
-            fb.wrong(f"{name}: that is one device's share on the 4 x 2 mesh. On the pod, 'model' has "
+        elif near(here) or near(_reference_bytes_per_device(layouts)):
+            mesh = "the 2 x 16 mesh" if near(here) else "the notebook's 4 x 2 mesh"
+            fb.wrong(f"{name}: that is one device's share on {mesh}. On the pod, 'model' has "
                      f"{POD_AXES['model']} devices: what is each split axis divided by there?", answer=answer)
         elif near(total):
             fb.wrong(f"{name}: that is the whole model; the colleague's map splits some weights over 'model' on the "
@@ -249,7 +254,7 @@ class PredictBytes(Exercise):
         def near(value):
             return abs(given - value) < 0.5
 
-        per_weight = {path: _bytes_of(path, layouts) for path in PORT_SHAPES}
+        per_weight = {path: _bytes_of(path, layouts, WIDE_AXES) for path in PORT_SHAPES}
         biases = sum(nbytes for path, nbytes in per_weight.items() if path.endswith("/bias"))
         unit = next((unit for factor, unit in UNITS
                      if 0 < given < want / 100 and abs(given * factor - want) <= 0.01 * want), None)
@@ -266,7 +271,8 @@ class PredictBytes(Exercise):
         elif near(want - biases):
             fb.wrong(f"{name}: your sum leaves out the biases; every weight counts, the small ones too.")
         elif left_out:
-            chapter_share = name != "weight_bytes_total" and near(_reference_bytes_per_device(CHAPTER_MAP_AXES))
+            chapter_share = name != "weight_bytes_total" and near(_reference_bytes_per_device(CHAPTER_MAP_AXES,
+                                                                                              WIDE_AXES))
             fb.wrong(f"{name}: your sum leaves out {left_out}; every weight counts, the small ones too."
                      + (" (Or it is one device's share under the chapter's map, which splits d1's bias, not under the "
                         "colleague's map of exercise 2.)" if chapter_share else ""))
@@ -279,29 +285,33 @@ class PredictBytes(Exercise):
 
     @staticmethod
     def _grade_share(fb, name, given, want, total, near, answer):
-        """The per-device count's typical mistakes: wrong axes, wrong layouts."""
-        port = _reference_port_axes()
+        """The per-device count's typical mistakes on the 2 x 16 mesh: wrong axes, wrong layouts, the notebook's mesh."""
+        port, model, batch = _reference_port_axes(), WIDE_AXES["model"], WIDE_AXES["batch"]
         by_batch = {path: tuple("batch" if axis else None for axis in axes) if axes else None
                     for path, axes in port.items()}
         toggled = {}
         for path, shape in PORT_SHAPES.items():
             if len(shape) == 2:
                 flipped = None if port[path] else ("model", None)
-                toggled[path] = _reference_bytes_per_device({**port, path: flipped})
+                toggled[path] = _reference_bytes_per_device({**port, path: flipped}, WIDE_AXES)
         flip = next((path for path, value in toggled.items() if near(value)), None)
         if near(total):
             fb.wrong(f"{name}: that is the whole model; the map of exercise 2 splits some weights over 'model'.")
-        elif near(total / 2):
-            fb.wrong(f"{name}: half of everything would mean every weight is split over 'model'; weights without a key "
-                     f"are held whole on every device.", answer=answer)
-        elif near(total / 8) or near(_reference_bytes_per_device(port, {"batch": 4, "model": 8})):
+        elif near(total / model):
+            fb.wrong(f"{name}: a {model}th of everything would mean every weight is split over 'model'; weights "
+                     f"without a key are held whole on every device.", answer=answer)
+        elif near(_reference_bytes_per_device(port)):
+            fb.wrong(f"{name}: that is one device's share on the notebook's 4 x 2 mesh, where 'model' has "
+                     f"{MESH_AXES['model']} devices; on this mesh it has {model}.", answer=answer)
+        elif near(total / (model * batch)) or near(_reference_bytes_per_device(port, {"batch": batch,
+                                                                                     "model": model * batch})):
             fb.wrong(f"{name}: 'batch' splits the data, not the weights: a weight is split only along the mesh axes "
-                     f"its layout names.", answer=f"Only 'model' (size 2) splits these weights: {answer}.")
-        elif near(_reference_bytes_per_device(port, {"batch": 4, "model": 4})) or near(
-                _reference_bytes_per_device(by_batch)):
-            fb.wrong(f"{name}: the split weights are divided by 4, the size of 'batch'; the layouts of exercise 2 "
-                     f"split them over 'model'.", answer=answer)
-        elif near(_reference_bytes_per_device(CHAPTER_MAP_AXES)):
+                     f"its layout names.", answer=f"Only 'model' (size {model}) splits these weights: {answer}.")
+        elif near(_reference_bytes_per_device(port, {"batch": batch, "model": batch})) or near(
+                _reference_bytes_per_device(by_batch, WIDE_AXES)):
+            fb.wrong(f"{name}: the split weights are divided by {batch}, the size of 'batch'; the layouts of "
+                     f"exercise 2 split them over 'model'.", answer=answer)
+        elif near(_reference_bytes_per_device(CHAPTER_MAP_AXES, WIDE_AXES)):
             fb.wrong(f"{name}: that is one device's share under the chapter's map (d1 by columns, its bias, d2 by "
                      f"rows), not under the colleague's map of exercise 2.", answer=answer)
         elif flip:
@@ -309,8 +319,8 @@ class PredictBytes(Exercise):
                      f"weights the map of exercise 2 splits.",
                      answer=f"{flip} is {'split over model' if port[flip] else 'whole'} there: {answer}.")
         else:
-            fb.wrong(f"{name}: go weight by weight: an axis split over 'model' is halved, weights without a key are "
-                     f"whole.", answer=answer)
+            fb.wrong(f"{name}: go weight by weight: an axis split over 'model' is divided by {model} on this mesh, "
+                     f"weights without a key are whole.", answer=answer)
 
 
 # Exercise 4: the checker's own model, mesh, budget and batch (other sizes and names than the notebook's).

@@ -18,31 +18,38 @@ BUDGET_MESH = ((2, 4), ("data", "model"))  # the first axis splits the batch
 BUDGET_BYTES = 12_000  # whole: 42 664 bytes; h1's kernel split 4 ways: 13 864; both kernels split: 10 984
 BUDGET_BATCH = 48  # more than fit's default batch of 32: fit without batch_size runs two steps
 BUDGET_SECONDS = 60  # the learner's call: a stuck all-reduce (some jax versions, few cores) becomes a hint
+TIGHT = {"model": BUDGET_MODEL, "input": BUDGET_INPUT, "layers": BUDGET_LAYERS, "mesh": BUDGET_MESH,
+         "bytes": BUDGET_BYTES, "batch": BUDGET_BATCH}
+# Issue 37: a second case, run once the first returns, whose budget the whole model fits (4 552 bytes): the budget is
+# a decision, and splitting nothing is its answer here. Another model, mesh, axis names and batch.
+ROOMY = {"model": "stack", "input": (6, 6, 1), "layers": (("s1", 24, "relu"), ("s2", 10, None)),
+         "mesh": ((4, 2), ("rows", "cols")), "bytes": 20_000, "batch": 16}
 KERAS_RULES = ("search", "fullmatch")  # Keras 3.13 (Colab), Keras 3.15
 
 
-def _budget_case(seed=0):
-    """The starting weights ``{path: array}`` and a batch (images, labels) for exercise 4, drawn from ``seed``
-    (NumPy, float32)."""
+def _budget_case(seed=0, case=TIGHT):
+    """The starting weights ``{path: array}`` and a batch (images, labels) for one case of exercise 4 (:data:`TIGHT`
+    or :data:`ROOMY`), drawn from ``seed`` (NumPy, float32)."""
     import numpy as np
 
-    rng = np.random.default_rng(seed)
-    values, fan_in = {}, math.prod(BUDGET_INPUT)
-    for name, units, _ in BUDGET_LAYERS:
-        values[f"{BUDGET_MODEL}/{name}/kernel"] = rng.normal(0, fan_in ** -0.5, (fan_in, units)).astype("float32")
-        values[f"{BUDGET_MODEL}/{name}/bias"] = rng.normal(0, 0.1, units).astype("float32")
+    rng = np.random.default_rng(seed if case is TIGHT else [seed, 4])
+    values, fan_in = {}, math.prod(case["input"])
+    for name, units, _ in case["layers"]:
+        values[f"{case['model']}/{name}/kernel"] = rng.normal(0, fan_in ** -0.5, (fan_in, units)).astype("float32")
+        values[f"{case['model']}/{name}/bias"] = rng.normal(0, 0.1, units).astype("float32")
         fan_in = units
-    images = rng.random((BUDGET_BATCH, *BUDGET_INPUT), dtype=np.float32)
-    return values, images, rng.integers(0, BUDGET_LAYERS[-1][1], BUDGET_BATCH).astype("int32")
+    images = rng.random((case["batch"], *case["input"]), dtype=np.float32)
+    return values, images, rng.integers(0, case["layers"][-1][1], case["batch"]).astype("int32")
 
 
-def _reference_numpy_step(values, images, labels):
+def _reference_numpy_step(values, images, labels, case=TIGHT):
     """The mean cross-entropy of the logits and its gradient per weight, on one device in float64."""
     import numpy as np
 
+    model, layers = case["model"], case["layers"]
     inputs, pres = [images.reshape(len(images), -1).astype("float64")], []
-    for name, _, activation in BUDGET_LAYERS:
-        pre = inputs[-1] @ values[f"{BUDGET_MODEL}/{name}/kernel"] + values[f"{BUDGET_MODEL}/{name}/bias"]
+    for name, _, activation in layers:
+        pre = inputs[-1] @ values[f"{model}/{name}/kernel"] + values[f"{model}/{name}/bias"]
         pres.append(pre)
         inputs.append(np.maximum(pre, 0) if activation == "relu" else pre)
     logits = inputs[-1]
@@ -53,12 +60,12 @@ def _reference_numpy_step(values, images, labels):
     d[np.arange(len(labels)), labels] -= 1
     d /= len(labels)
     gradients = {}
-    for index in reversed(range(len(BUDGET_LAYERS))):
-        name = BUDGET_LAYERS[index][0]
-        gradients[f"{BUDGET_MODEL}/{name}/kernel"] = inputs[index].T @ d
-        gradients[f"{BUDGET_MODEL}/{name}/bias"] = d.sum(axis=0)
+    for index in reversed(range(len(layers))):
+        name = layers[index][0]
+        gradients[f"{model}/{name}/kernel"] = inputs[index].T @ d
+        gradients[f"{model}/{name}/bias"] = d.sum(axis=0)
         if index:
-            d = (d @ values[f"{BUDGET_MODEL}/{name}/kernel"].T) * (pres[index - 1] > 0)
+            d = (d @ values[f"{model}/{name}/kernel"].T) * (pres[index - 1] > 0)
     return loss, gradients
 
 
@@ -99,6 +106,39 @@ def _judge_why_more_steps(calls, examples):
     return "one step is one batch of all the examples, once."
 
 
+def _collect_case(train_one_step, devices, case, seed):
+    """Call ``train_one_step`` on one case (a time limit of ``BUDGET_SECONDS``) and describe what it did: the keys
+    :meth:`BudgetStep.collect` lists, as plain data."""
+    from keras import distribution as kd
+
+    device_mesh = kd.DeviceMesh(shape=case["mesh"][0], axis_names=case["mesh"][1], devices=devices[:8])
+    values, images, labels = _budget_case(seed, case)
+    make_model = _ModelMaker(values, case["model"], case["input"], case["layers"])
+    outcome = _call_with_time_limit(train_one_step, (make_model, device_mesh, case["bytes"], images, labels),
+                                    BUDGET_SECONDS)
+    builds = list(make_model.builds)
+    returned = outcome.get("value")
+    pair = isinstance(returned, tuple) and len(returned) == 2
+
+    def build_of(value):
+        return next((index for index, build in enumerate(builds) if value is not None and build["model"] is value),
+                    None)
+
+    data = {"mesh_devices": _device_ids(device_mesh),
+            "outcome": "timeout" if outcome.get("timeout") else "error" if "error" in outcome else "value",
+            "returned": {"type": type(returned).__name__, "ellipsis": returned is Ellipsis, "pair": pair,
+                         "model_is_none": pair and returned[0] is None,
+                         "model_build": build_of(returned[0]) if pair else None,
+                         "loss_build": build_of(returned[1]) if pair else None},
+            "builds": describe_builds(builds, list(values)), "step": None}
+    if "error" in outcome:
+        error = outcome["error"]
+        data.update(error=short_error(error), attribute_error=isinstance(error, AttributeError))
+    elif data["outcome"] == "value" and data["returned"]["model_build"] is not None:
+        data["step"] = describe_step(*returned)
+    return data
+
+
 STUCK = ("train_one_step did not return within {seconds} s: the devices' all-reduce is probably stuck (a problem "
          "of some jax versions on CPUs with few cores; the chapter's guard explains it). Restart the kernel, install "
          "the jax the course pins and try again.")
@@ -106,7 +146,7 @@ STUCK = ("train_one_step did not return within {seconds} s: the devices' all-red
 
 class BudgetStep(Exercise):
     title = "Fit a budget, train one step, check the loss"
-    points = 5
+    points = 6
     hints = (
         "Call make_model() once outside any distribution and print each weight's path, shape and value.nbytes: which "
         "weights must be split, over the mesh's second axis, for one device's share to fit budget_bytes? That is "
@@ -139,7 +179,8 @@ class BudgetStep(Exercise):
         text) and ``"attribute_error"``; ``"returned"`` (its type's name, whether it is ``...``, a pair, a pair
         whose model is None, and which build the model (or the loss) is); ``"builds"`` (per call of
         make_model: :func:`.ch8_run.describe_builds`); ``"step"`` (:func:`.ch8_run.describe_step` of the
-        model returned, when make_model built it).
+        model returned, when make_model built it), all for :data:`TIGHT`; and ``"roomy"``: the same for
+        :data:`ROOMY`, run once the first case returned (else None).
         """
         data = {"callable": callable(train_one_step), "type": type(train_one_step).__name__}
         if not data["callable"]:
@@ -151,31 +192,8 @@ class BudgetStep(Exercise):
         data.update(backend=keras.backend.backend(), devices=len(devices))
         if data["backend"] != "jax" or len(devices) < 8:
             return data
-        device_mesh = kd.DeviceMesh(shape=BUDGET_MESH[0], axis_names=BUDGET_MESH[1], devices=devices[:8])
-        values, images, labels = _budget_case(seed)
-        make_model = _ModelMaker(values, BUDGET_MODEL, BUDGET_INPUT, BUDGET_LAYERS)
-        outcome = _call_with_time_limit(train_one_step, (make_model, device_mesh, BUDGET_BYTES, images, labels),
-                                        BUDGET_SECONDS)
-        builds = list(make_model.builds)
-        returned = outcome.get("value")
-        pair = isinstance(returned, tuple) and len(returned) == 2
-
-        def build_of(value):
-            return next((index for index, build in enumerate(builds)
-                         if value is not None and build["model"] is value), None)
-
-        data.update(mesh_devices=_device_ids(device_mesh),
-                    outcome="timeout" if outcome.get("timeout") else "error" if "error" in outcome else "value",
-                    returned={"type": type(returned).__name__, "ellipsis": returned is Ellipsis, "pair": pair,
-                              "model_is_none": pair and returned[0] is None,
-                              "model_build": build_of(returned[0]) if pair else None,
-                              "loss_build": build_of(returned[1]) if pair else None},
-                    builds=describe_builds(builds, list(values)), step=None)
-        if "error" in outcome:
-            error = outcome["error"]
-            data.update(error=short_error(error), attribute_error=isinstance(error, AttributeError))
-        elif data["outcome"] == "value" and data["returned"]["model_build"] is not None:
-            data["step"] = describe_step(*returned)
+        data.update(_collect_case(train_one_step, devices, TIGHT, seed))
+        data["roomy"] = _collect_case(train_one_step, devices, ROOMY, seed) if data["outcome"] == "value" else None
         return data
 
     def judge(self, data, seed=0):
@@ -242,7 +260,50 @@ class BudgetStep(Exercise):
                      "The model returned is not one that make_model() built: return the model you trained.")
         else:
             self._judge_step(fb, data["step"], values, images, labels, build.get("calls", []))
+        self._judge_roomy(fb, data.get("roomy"), seed)
         return fb
+
+    @staticmethod
+    def _judge_roomy(fb, roomy, seed):
+        """The second case (:data:`ROOMY`): the whole model fits its budget, so no weight is split, and the step's
+        loss is the NumPy loss of its own model and batch."""
+        import numpy as np
+
+        shape, names = ROOMY["mesh"]
+        values, images, labels = _budget_case(seed, ROOMY)
+        whole = sum(value.nbytes for value in values.values())
+        where = (f"The second case (a {shape} mesh with axes {names}, a model of {whole} bytes, a budget of "
+                 f"{ROOMY['bytes']})")
+        if roomy is None:
+            fb.wrong(f"{where} runs once train_one_step returns (model, loss) on the first.")
+            return
+        returned, builds = roomy["returned"], roomy["builds"]
+        build = builds[returned["model_build"]] if returned["pair"] and returned["model_build"] is not None else None
+        if roomy["outcome"] != "value":
+            fb.wrong(f"{where}: train_one_step " + (f"raised {roomy['error']}." if roomy["outcome"] == "error" else
+                                                    f"did not return within {BUDGET_SECONDS} s."))
+        elif build is None or roomy["step"] is None or "loss" not in roomy["step"]:
+            fb.wrong(f"{where}: train_one_step returned {returned['type']}, not the model make_model() built and "
+                     f"the step's loss.")
+        elif build["distribution"] is None:
+            fb.wrong(f"{where}: the model was built outside any distribution, on one device.")
+        elif any(held < whole for held in build["held"][0].values()):
+            pieces = build["held"][0]
+            device = min(pieces, key=pieces.get)
+            fb.wrong(f"{where}: device {device} holds {pieces[device]} of the model's {whole} bytes: weights are split "
+                     f"though the whole model fits the budget on every device. A split weight adds collectives over "
+                     f"the mesh's second axis to every step (the chapter's section 4 measured an all-reduce over "
+                     f"'model' on top of the gradients'); split only as many weights as the budget needs.",
+                     answer="Here none: every weight whole (an empty LayoutMap, or DataParallel).")
+        else:
+            want = _reference_numpy_step(values, images, labels, ROOMY)[0]
+            got = float(roomy["step"]["loss"])
+            if abs(got - want) <= 1e-4 * max(1.0, abs(want)) and int(roomy["step"]["steps"] or 0) == 1:
+                fb.right(f"{where.replace('The second case', 'the second case')}: no weight split, as the budget "
+                         f"allows, and one step with the right loss ({got:.6f})")
+            else:
+                fb.wrong(f"{where}: the step's loss {got:.6f} after {roomy['step']['steps']} optimizer step(s) is "
+                         f"not the one step at the starting weights the checker's NumPy computes.")
 
     @staticmethod
     def _judge_distribution(fb, build, given_devices):

@@ -456,7 +456,7 @@ def q4_packer(image_specs=("unsharded", "batch", "unsharded"), label_specs=("uns
     """A pack_fn(images, labels, mesh) a learner could write; the defaults make a right one.
 
     pad: "fewest" (to the next multiple of the groups), "none", "to 16" (a fixed size), "front" (the padding first),
-        "twice" (a whole group more than needed). weights: "right", "ones", "per example" (shape (n,)), "int".
+        "twice" (a whole group more than needed), "all devices" (to a multiple of mesh.size). weights: "right", "ones", "per example" (shape (n,)), "int".
     pack: "pack_batch" or "dtensor.pack" (the blocks by hand, in the mesh's device order).
     """
     from course_utils import pack_batch
@@ -466,7 +466,8 @@ def q4_packer(image_specs=("unsharded", "batch", "unsharded"), label_specs=("uns
         mesh = fixed_mesh or mesh
         examples, groups = images.shape[1], mesh.dim_size("batch")
         padded = {"fewest": -(-examples // groups) * groups, "none": examples, "to 16": 16,
-                  "front": -(-examples // groups) * groups, "twice": (-(-examples // groups) + 1) * groups}[pad]
+                  "front": -(-examples // groups) * groups, "twice": (-(-examples // groups) + 1) * groups,
+                  "all devices": -(-examples // mesh.size) * mesh.size}[pad]
         extra = padded - examples
         before, after = (extra, 0) if pad == "front" else (0, extra)
         images = np.pad(images, [(0, 0), (before, after), (0, 0)])
@@ -552,7 +553,7 @@ def test_ch5_q4_the_chapters_layouts_copied_are_refused(mesh42):
     shown = first_try("q4", copied).message
     assert "Which axis holds the examples here?" in shown and "Expected" not in shown and "axis=1" not in shown
     unpadded = grade(5, "q4", q4_packer(pad="none"))
-    assert_hint(unpadded, "7 examples do not split into 4 equal groups", "changes no result", "Pad the examples' axis")
+    assert_hint(unpadded, "10 examples do not split into 4 equal groups", "changes no result", "Pad the examples' axis")
     assert "Pad the examples' axis" not in first_try("q4", q4_packer(pad="none")).message
 
 
@@ -569,6 +570,11 @@ def test_ch5_q4_aimed_hints(mesh42):
     assert_hint(grade(5, "q4", q4_packer(fixed_mesh=mesh42)), "not on the mesh passed in (batch=8)", points=0)
     assert_hint(grade(5, "q4", q4_packer(pad="twice")), "more padding than the split needs", "the next multiple",
                 points=0)
+    all_devices = q4_packer(pad="all devices")  # issue 37: 10 examples on 4 x 2 pad to 12, not to 16
+    assert_hint(grade(5, "q4", all_devices), "16 examples along axis 1 (10 examples on batch=4 x model=2)",
+                "a multiple of all 8 devices", "Only the 'batch' axis splits the examples", "12: the next multiple",
+                points=0)
+    assert "12: the next multiple" not in first_try("q4", all_devices).message
     assert_hint(grade(5, "q4", q4_packer(pad="front")), "put the padding after them", "not 1.0 for every tag",
                 points=0)
     assert_hint(grade(5, "q4", q4_packer(weights="ones")), "the padding counts in the mean loss", points=2)
@@ -789,9 +795,11 @@ def q6_answer(placement="fits", model="layouts", keys=None, load="assign", optim
               build_adam=False, train_inside=False, keras_loop=None):
     """A build_on_mesh a learner could write; the defaults make a right one, each argument a variation.
 
-    placement: "fits" (the least sharded of exercise 5's placements that fits, Adam's slots counted), "most
-        sharded" (the most sharded that fits), "weights only" (the least sharded whose weights alone fit), a name
-        of Q6_PLACEMENTS (the same whatever the mesh), or a tuple of four spec lists.
+    placement: "fits" (the least sharded of exercise 5's placements that fits, Adam's slots counted), "cheapest"
+        (of those that fit, the one placement_bytes_sent prices lowest), "most sharded" (the most sharded that
+        fits), "weights only" (the least sharded whose weights alone fit), "shard what divides" (tensor parallel
+        where the width divides, else FSDP-style, whatever the budget), a name of Q6_PLACEMENTS (the same whatever
+        the mesh), or a tuple of four spec lists.
     model: "layouts" (Sequential, kernel_layout/bias_layout), "layout map" (Sequential under a LayoutMap
         whose keys are `keys`, by default the four paths), "functional" (with Constant initializers).
     load: "assign" (pack_batch into each variable's layout), "assign numpy" (the NumPy array as it is),
@@ -810,6 +818,16 @@ def q6_answer(placement="fits", model="layouts", keys=None, load="assign", optim
     from course_utils import pack_batch
 
     def choose(weights, mesh, budget):
+        if placement == "shard what divides":
+            tensor = weights["d1.bias"].shape[0] % mesh.dim_size("model") == 0
+            return Q6_PLACEMENTS["tensor parallel" if tensor else "FSDP-style"]
+        if placement == "cheapest":
+            held = {name: q6_bytes(weights, spec_list, mesh) for name, spec_list in Q6_PLACEMENTS.items()}
+            sizes = {axis: mesh.dim_size(axis) for axis in mesh.dim_names}
+            sent = {name: ch5_budget.placement_bytes_sent(Q6_PLACEMENTS[name], sizes, weights["d1.bias"].shape[0],
+                                                          8 * sizes["batch"])
+                    for name, size in held.items() if size is not None and size <= budget}
+            return Q6_PLACEMENTS[min(sent, key=sent.get)]
         if placement in ("fits", "most sharded", "weights only"):
             held = {name: q6_bytes(weights, spec_list, mesh, slots=placement != "weights only")
                     for name, spec_list in Q6_PLACEMENTS.items()}
@@ -911,8 +929,8 @@ def q6_answer(placement="fits", model="layouts", keys=None, load="assign", optim
 
 Q6_RIGHT = {
     "least sharded that fits, kernel_layout": {},
-    "LayoutMap, most sharded that fits, set_weights, tf.nn loss, a float": dict(
-        model="layout map", placement="most sharded", load="set_weights", loss="tf.nn", returns="float"),
+    "LayoutMap, the cheapest that fits, set_weights, tf.nn loss, a float": dict(
+        model="layout map", placement="cheapest", load="set_weights", loss="tf.nn", returns="float"),
     "functional, Constant initializers, dtensor.pack": dict(
         model="functional", load="none", pack="dtensor.pack", build_adam=True),
 }
@@ -923,6 +941,8 @@ Q6_WRONG = {
     "always 2-D": dict(placement="2-D"),  # issue 37: one placement for every case, whatever the mesh
     "always tensor parallel": dict(placement="tensor parallel"),
     "always FSDP-style": dict(placement="FSDP-style"),
+    "the most sharded that fits": dict(placement="most sharded"),  # issue 37: a roomy budget needs no split
+    "shard what divides, whatever the budget": dict(placement="shard what divides"),
     "loss of one shard": dict(loss="shard"),
     "LayoutMap key with a slash": dict(model="layout map", keys=("d1/kernel", "d1.bias", "d2.kernel", "d2.bias")),
     "batch replicated": dict(batch="replicated"),
@@ -1004,29 +1024,33 @@ def q6_results():
 def test_ch5_q6_accepts_every_right_form(q6_results):
     for name in Q6_RIGHT:
         result = q6_results["0"][name]
-        assert result["points"] == 5 and "✗" not in result["shown"], (name, result["shown"])
+        assert result["points"] == 6 and "✗" not in result["shown"], (name, result["shown"])
         assert "the loss was summed over the 'batch' groups" in result["shown"]
         assert "one more step ran" in result["shown"]
 
 
 @pytest.mark.parametrize("name, points, fragments", [
-    ("data parallel", 3, ["every weight is replicated", "The weights alone", "two slots per weight"]),
-    ("slots forgotten", 3, ["batch=3 x model=2", "over the budget", "The weights alone (203,560 B) would fit"]),
+    ("data parallel", 4, ["every weight is replicated", "The weights alone", "two slots per weight"]),
+    ("slots forgotten", 4, ["batch=3 x model=2", "over the budget", "The weights alone (203,560 B) would fit"]),
     ("always 2-D", 0, ["batch=3 x model=2", "an axis of size 784 cannot be split into 3 equal blocks",
                        "A placement that one mesh divides, another may not"]),
     ("always tensor parallel", 1, ["batch=2 x model=4", "an axis of size 30 cannot be split into 4 equal blocks"]),
     ("always FSDP-style", 0, ["batch=3 x model=2", "an axis of size 784 cannot be split into 3 equal blocks"]),
-    ("loss of one shard", 4, ["one 'batch' group's slice", "4 of 12 examples"]),
-    ("LayoutMap key with a slash", 3, ["d1.kernel, 98 % of the parameters, is replicated",
+    ("the most sharded that fits", 5, ["batch=4 x model=2, width 25", "it fits, but this budget is roomy",
+                                        "yours sends 236,700 B per device per step", "sends fewer"]),
+    ("shard what divides, whatever the budget", 5, ["batch=4 x model=2, width 25", "this budget is roomy",
+                                                     "compare what each sends, not only what each holds"]),
+    ("loss of one shard", 5, ["one 'batch' group's slice", "4 of 12 examples"]),
+    ("LayoutMap key with a slash", 4, ["d1.kernel, 98 % of the parameters, is replicated",
                                        "a key that matches no variable leaves it replicated"]),
-    ("batch replicated", 4, ["batch=3 x model=2: the step summed no loss over 'batch'", "no data parallelism"]),
+    ("batch replicated", 5, ["batch=4 x model=2: the step summed no loss over 'batch'", "no data parallelism"]),
     ("the notebook's mesh", 0, ["live on a mesh batch=4 x model=2, not on the mesh passed in (batch=3 x model=2)"]),
-    ("weights not loaded", 3, ["far from the weights the checker gave", "differs from the one device computes"]),
-    ("summed loss", 3, ["12 x the mean one device computes", "per-replica scaling", "m holds 12 x the gradient"]),
-    ("learning rate 3e-3", 4, ["moved 3 x as far", "learning rate"]),
+    ("weights not loaded", 4, ["far from the weights the checker gave", "differs from the one device computes"]),
+    ("summed loss", 4, ["12 x the mean one device computes", "per-replica scaling", "m holds 12 x the gradient"]),
+    ("learning rate 3e-3", 5, ["moved 3 x as far", "learning rate"]),
     ("plain Adam", 0, ["the optimizer is not on a mesh", "tf.keras.dtensor.experimental.optimizers.Adam"]),
     ("no seed", 0, ["global seed", "exercise 1"]),
-    ("a step inside build_on_mesh", 3, ["counted 2 steps", "must not train"]),
+    ("a step inside build_on_mesh", 4, ["counted 2 steps", "must not train"]),
     ("weights assigned as NumPy arrays", 0, ["AssignVariableOp got a regular tensor",
                                              "assign() takes a value on the mesh too"]),
     ("compile and train_on_batch", 0, ["_element_layouts", "train_on_batch and fit feed the model through a tf.data "
@@ -1051,6 +1075,10 @@ def test_ch5_q6_graded_feedback_keeps_the_answer_back(q6_results):
     for name, answer in answers.items():
         result = q6_results["0"][name]
         assert answer in result["shown"] and answer not in result["graded"], name
+    for name in ("the most sharded that fits", "shard what divides, whatever the budget"):
+        result = q6_results["0"][name]
+        assert "Here data parallel sends 119,100 B" in result["shown"]
+        assert "Here data parallel" not in result["graded"] and "119,100" not in result["graded"]
     for name in Q6_WRONG:
         assert "set_random_seed(0)" not in q6_results["0"][name]["graded"]
         assert " fits, with every sharded axis divisible" not in q6_results["0"][name]["graded"]
@@ -1058,7 +1086,7 @@ def test_ch5_q6_graded_feedback_keeps_the_answer_back(q6_results):
 
 def test_ch5_q6_names_dtensors_combining_when_it_is_on(q6_results):
     result = q6_results[None]["least sharded that fits, kernel_layout"]
-    assert result["points"] == 4, result["shown"]
+    assert result["points"] == 5, result["shown"]
     assert "all-reduce combining on" in result["shown"] and "DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION=0" in \
         result["shown"]
 
@@ -1084,8 +1112,9 @@ def test_ch5_q6_reference_is_one_adam_step_of_the_mean_loss():
 
 
 def test_ch5_q6_cases_separate_the_placements():
-    """Issue 37: no one placement of exercise 5 passes both cases (a hard-coded one fails a budget or an axis that
-    does not divide), and data parallelism's weights alone fit both budgets (Adam's slots make it miss)."""
+    """Issue 37: no one placement of exercise 5 is right in every case (a hard-coded one fails a budget, an axis that
+    does not divide, or the roomy case, where data parallel fits and sends the fewest bytes: the budget is a
+    decision); data parallelism's weights alone fit every budget (Adam's slots make it miss the tight ones)."""
     class Mesh:  # the one method q6_bytes asks of a mesh
         def __init__(self, batch, model):
             self.sizes = {"batch": batch, "model": model}
@@ -1093,15 +1122,24 @@ def test_ch5_q6_cases_separate_the_placements():
         def dim_size(self, axis):
             return self.sizes[axis]
 
-    fitting = {}
+    fitting, cheapest = {}, {}
     for case in ch5_build.BUILD_CASES:
         weights, _ = ch5_build.build_case(case)
         mesh, budget = Mesh(*case["mesh"]), case["budget"]
         held = {name: q6_bytes(weights, spec_list, mesh) for name, spec_list in Q6_PLACEMENTS.items()}
         fitting[case["mesh"]] = sorted(name for name, size in held.items() if size is not None and size <= budget)
         assert q6_bytes(weights, Q6_PLACEMENTS["data parallel"], mesh, slots=False) <= budget
-        assert fitting[case["mesh"]] == ch5_build._judge_placements_that_fit(case)
-    assert fitting == {(3, 2): ["tensor parallel"], (2, 4): ["FSDP-style"]}
+        assert fitting[case["mesh"]] == sorted(ch5_build._judge_placements_that_fit(case))
+        cheapest[case["mesh"]] = ch5_build._judge_cheapest(case)[0]
+        # the batch build_on_mesh prices with (8 per group) chooses as the case's own batch does
+        sent = {name: ch5_budget.placement_bytes_sent(Q6_PLACEMENTS[name], mesh.sizes, case["hidden"],
+                                                      8 * case["mesh"][0]) for name in fitting[case["mesh"]]}
+        assert min(sent, key=sent.get) == cheapest[case["mesh"]]
+    assert fitting == {(3, 2): ["tensor parallel"], (2, 4): ["FSDP-style"], (4, 2): ["FSDP-style", "data parallel"]}
+    assert cheapest == {(3, 2): "tensor parallel", (2, 4): "FSDP-style", (4, 2): "data parallel"}
+    sent = {name: ch5_build._judge_bytes_sent(Q6_PLACEMENTS[name], ch5_build.BUILD_CASES[2])
+            for name in fitting[(4, 2)]}
+    assert sent["FSDP-style"] > 1.9 * sent["data parallel"]  # its all-gather and reduce-scatter, run as all-reduces
 
 
 def test_ch5_q6_checks_what_build_on_mesh_returns_before_any_step(keras2):
@@ -1181,7 +1219,7 @@ def test_ch5_stripped_checkers_still_collect(keras2, mesh42, module, cls, name):
 def test_ch5_q6_right_with_another_seed_and_from_the_stripped_checker(q6_results):
     for name in ("seed 12345", "stripped, seed 7"):
         result = q6_results["0"][name]
-        assert result["points"] == 5 and "✗" not in result["shown"], (name, result["shown"])
+        assert result["points"] == 6 and "✗" not in result["shown"], (name, result["shown"])
 
 
 def test_ch5_q6_data_of_another_seed_is_not_enough(q6_results):

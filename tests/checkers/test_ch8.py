@@ -250,7 +250,8 @@ def test_ch8_q2_first_wrong_check_holds_the_layout_back(capsys):
 
 
 TOTAL = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10)
-PER_DEVICE = 4 * (392 * 256 + 256 + 128 * 128 + 128 + 128 * 10 + 10)  # d1's and d2's kernels by rows over model
+PER_DEVICE = 4 * (49 * 256 + 256 + 16 * 128 + 128 + 128 * 10 + 10)  # d1's and d2's kernels by rows over model=16
+HERE = 4 * (392 * 256 + 256 + 128 * 128 + 128 + 128 * 10 + 10)  # the same on the notebook's 4 x 2 mesh, measurable
 
 
 POD = 4 * (98 * 256 + 256 + 32 * 128 + 128 + 128 * 10 + 10)  # the same rows over model=8
@@ -259,7 +260,8 @@ POD = 4 * (98 * 256 + 256 + 32 * 128 + 128 + 128 * 10 + 10)  # the same rows ove
 def test_ch8_q3_bytes():
     from course_utils.checkers import ch8
 
-    assert ch8._reference_bytes_per_device() == PER_DEVICE and TOTAL == 940_584
+    assert ch8._reference_bytes_per_device(mesh_axes=ch8.WIDE_AXES) == PER_DEVICE and TOTAL == 940_584
+    assert ch8._reference_bytes_per_device() == HERE
     assert ch8._reference_bytes_per_device(mesh_axes=ch8.POD_AXES) == POD
     assert_correct(grade(8, "q3", PER_DEVICE, TOTAL, POD))
     for per_device, total, pod in ((np.int64(PER_DEVICE), float(TOTAL), np.int32(POD)),
@@ -272,18 +274,20 @@ def test_ch8_q3_bytes():
     (PER_DEVICE, TOTAL // 4, "counts the numbers (parameters), not their bytes", 2),
     (PER_DEVICE // 4, TOTAL, "counts the numbers (parameters), not their bytes", 2),
     (PER_DEVICE / 2 ** 20, TOTAL / 2 ** 20, "looks like MiB", 1),
-    (round(PER_DEVICE / 2 ** 20, 2), TOTAL, "looks like MiB", 2),
+    (round(PER_DEVICE / 2 ** 20, 3), TOTAL, "looks like MiB", 2),
     (PER_DEVICE, round(TOTAL / 2 ** 10, 1), "looks like KiB", 2),
     (PER_DEVICE / 1e6, TOTAL, "looks like MB", 2),
     (PER_DEVICE + 8, TOTAL + 8, "step counter (iterations, an int64", 1),
     (PER_DEVICE, TOTAL - 4 * 128, "leaves out mlp3/d2/bias", 2),
     (PER_DEVICE - 4 * 10, TOTAL, "leaves out mlp3/d3/bias", 2),
     (PER_DEVICE - 4 * (256 + 128 + 10), TOTAL, "leaves out the biases", 2),
-    (TOTAL // 2, TOTAL, "held whole on every device", 2),
-    (TOTAL // 8, TOTAL, "'batch' splits the data", 2),
-    (4 * (196 * 256 + 256 + 64 * 128 + 128 + 1280 + 10), TOTAL, "divided by 4, the size of 'batch'", 2),
-    (PER_DEVICE - 4 * 640, TOTAL, "treats mlp3/d3/kernel as split", 2),
-    (PER_DEVICE + 4 * 16384, TOTAL, "treats mlp3/d2/kernel as whole", 2),
+    (TOTAL / 16, TOTAL, "held whole on every device", 2),
+    (TOTAL // 32, TOTAL, "'batch' splits the data", 2),
+    (HERE, TOTAL, "one device's share on the notebook's 4 x 2 mesh", 2),  # issue 37: measured here, not predicted
+    (4 * (392 * 256 + 256 + 128 * 128 + 128 + 1280 + 10), TOTAL, "4 x 2 mesh", 2),
+    (4 * (392 * 256 + 256 + 128 * 128 + 128 + 1280 + 10) - 4 * 10, TOTAL, "go weight by weight", 2),
+    (PER_DEVICE - 4 * (1280 - 80), TOTAL, "treats mlp3/d3/kernel as split", 2),
+    (PER_DEVICE + 4 * (256 - 16) * 128, TOTAL, "treats mlp3/d2/kernel as whole", 2),
     (TOTAL, PER_DEVICE, "that is the whole model", 1),
     (PER_DEVICE, PER_DEVICE, "that is one device's share", 2),
     (PER_DEVICE, "a lot", "give a number of bytes", 2),
@@ -294,7 +298,8 @@ def test_ch8_q3_wrong_answers(per_device, total, fragment, points):
 
 
 @pytest.mark.parametrize("pod, fragment", [
-    (PER_DEVICE, "that is one device's share on the 4 x 2 mesh"),  # measured here, not predicted for the pod
+    (PER_DEVICE, "that is one device's share on the 2 x 16 mesh"),
+    (HERE, "that is one device's share on the notebook's 4 x 2 mesh"),  # measured here, not predicted for the pod
     (TOTAL, "that is the whole model"),
     (TOTAL // 64, "'batch' splits the data"),
     (POD // 4, "counts the numbers"),
@@ -303,6 +308,27 @@ def test_ch8_q3_wrong_answers(per_device, total, fragment, points):
 ])
 def test_ch8_q3_the_pod_cannot_be_measured_only_predicted(pod, fragment):
     assert_hint(grade(8, "q3", PER_DEVICE, TOTAL, pod), fragment, points=2)
+
+
+def test_ch8_q3_neither_mesh_can_be_built_here_and_the_watch_cell_waits():
+    """Issue 37: the chapter's measuring (the shards of a model built on the mesh) cannot print the per-device
+    answers: neither mesh fits 8 devices, and the 2 x 16 mesh's 'model' axis alone needs more than 8 (a 1 x 16 mesh
+    of the same shares cannot be built either). The cell after the check measures the 4 x 2 mesh only once the
+    answer is shown, and compares nothing before."""
+    import json
+    import math
+    from pathlib import Path
+
+    from course_utils.checkers import ch8
+
+    assert math.prod(ch8.WIDE_AXES.values()) > 8 and math.prod(ch8.POD_AXES.values()) > 8
+    assert ch8.WIDE_AXES["model"] > 8
+    notebook = json.loads((Path(__file__).parents[2] / "exercises" / "08_keras3_on_jax.ipynb").read_text())
+    cells = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    after = "".join(cells[[cell.get("id") for cell in cells].index("ch8-q3") + 2]["source"])
+    measuring, waiting = after.split("else:")
+    assert "ex.q3.answer_shown()" in measuring.splitlines()[2] and "addressable_shards" in measuring
+    assert "weight_bytes" not in after and "addressable_shards" not in waiting
 
 
 def test_ch8_q3_counts_only_before_matmul_cost_is_imported(monkeypatch):
@@ -326,7 +352,7 @@ def test_ch8_q3_first_wrong_check_does_not_do_the_arithmetic():
                    (PER_DEVICE, TOTAL, PER_DEVICE)):
         first = ex._evaluate(answer, {}, first_try=True).message
         assert "4 bytes" not in first and str(PER_DEVICE) not in first and str(TOTAL) not in first, first
-        assert "(size 2)" not in first and str(POD) not in first, first
+        assert "(size 16)" not in first and str(POD) not in first, first
     assert "A float32 takes 4 bytes" in ex._evaluate((PER_DEVICE // 4, TOTAL // 4, POD), {}, first_try=False).message
     graded = exercises(8, mode="graded").q3.evaluate(1, 2, 3)
     assert graded.points == 0 and str(PER_DEVICE) not in graded.message and str(POD) not in graded.message
@@ -368,7 +394,17 @@ def _per_layer(pattern, kernel, bias=None, only=None):
 
 
 def _fixed(entries):
-    return lambda weights, device_mesh, budget: dict(entries)
+    """Keys written out for the first case's model; 'data' and 'model' stand for the mesh's first and second axis."""
+    def keys(weights, device_mesh, budget):
+        names = dict(zip(("data", "model"), device_mesh.axis_names))
+        return {key: tuple(names.get(axis, axis) for axis in axes) for key, axes in entries.items()}
+    return keys
+
+
+def _when_over(keys):
+    """``keys`` only when the whole model is over the budget: no key at all when it fits."""
+    return lambda weights, device_mesh, budget: (
+        keys(weights, device_mesh, budget) if sum(w.value.nbytes for w in weights) > budget else {})
 
 
 def _learner(keys=_greedy, distribution="model", batch_dim_name="first", build="scope", step="fit",
@@ -398,7 +434,8 @@ def _learner(keys=_greedy, distribution="model", batch_dim_name="first", build="
         layout_map = kd.LayoutMap(device_mesh)
         for key, axes in keys(weights, device_mesh, budget_bytes).items():
             layout_map[key] = axes
-        if distribution == "data":
+        fits = sum(w.value.nbytes for w in weights) <= budget_bytes
+        if distribution == "data" or (distribution == "data when it fits" and fits):
             chosen = kd.DataParallel(devices=kd.list_devices()[:8])
         else:
             name = {"first": device_mesh.axis_names[0], "default": None, "second": device_mesh.axis_names[1]}.get(
@@ -455,13 +492,14 @@ RIGHT_Q4 = {  # several right choices per case, to keep the child quick
     "every kernel by rows, '.*/layer/kernel' keys; train_on_batch with a metric: [loss, accuracy]": _learner(
         keys=_per_layer(".*/{layer}/{kind}", ("M", None), only=("h1", "out")), step="metrics"),
     "Megatron pairs, '.+/' keys, explicit replicated keys; train_on_batch(return_dict=True)": _learner(
-        keys=_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",), ".+/out/kernel": ("model", None),
-                     ".+/out/bias": (None,)}), step="dict"),
+        keys=_when_over(_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",),
+                                ".+/out/kernel": ("model", None), ".+/out/bias": (None,)})), step="dict"),
     "2-D layout over both axes, a full path; kd.set_distribution instead of scope()": _learner(
-        keys=_fixed({"tower/h1/kernel": ("data", "model")}), build="set_distribution"),
+        keys=_when_over(_fixed({"tower/h1/kernel": ("data", "model")})), build="set_distribution"),
     "short specs (('model',) on a matrix), default batch_dim_name, SGD, an equal mesh of its own": _learner(
-        keys=_fixed({".*/h1/kernel": ("model",), ".*/out/kernel": ("model",)}), batch_dim_name="default",
-        optimizer="sgd", mesh="copy"),
+        keys=_when_over(_fixed({".*/h1/kernel": ("model",), ".*/out/kernel": ("model",)})),
+        batch_dim_name="default", optimizer="sgd", mesh="copy"),
+    "DataParallel when the whole model fits": _learner(distribution="data when it fits"),
     "train_on_batch, returning a float": _learner(step="train_on_batch"),
     "a mesh of its own, of JAX's device objects; fit's History returned": _learner(mesh="jax devices",
                                                                                     step="fit_history"),
@@ -469,27 +507,31 @@ RIGHT_Q4 = {  # several right choices per case, to keep the child quick
 
 WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Keras 3.15), under re.search (3.13))
     "tf_keras keys 'h1.kernel'": (_learner(keys=_per_layer("{layer}.{kind}", ("M", None), only=("h1", "out"))),
-                                   ["tf_keras' form", "re.fullmatch"], 2, 4),
+                                   ["tf_keras' form", "re.fullmatch"], 3, 5),
     "keys 'h1/kernel' (re.search only)": (_learner(keys=_per_layer("{layer}/{kind}", ("M", None), only=("h1", "out"))),
-                                           ["under re.search (Keras 3.13)", "nothing under re.fullmatch"], 2, 4),
+                                           ["under re.search (Keras 3.13)", "nothing under re.fullmatch"], 3, 5),
     "the notebook's keys '.*/d1/kernel'": (
         _learner(keys=_fixed({".*/d1/kernel": (None, "model"), ".*/d2/kernel": ("model", None)})),
-        ["no weight: the weights you meant to split stay whole", "Every device holds every weight whole"], 2, 2),
+        ["no weight: the weights you meant to split stay whole", "Every device holds every weight whole"], 3, 3),
     "over budget: only the biggest kernel split": (
         _learner(keys=_fixed({".*/h1/kernel": (None, "model")})),
-        ["over the budget of 12000", "tower/out/kernel 3840 of 3840"], 3, 3),
+        ["over the budget of 12000", "tower/out/kernel 3840 of 3840"], 4, 4),
     "over budget: weights split over the batch axis only": (
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("B", None), only=("h1", "out"))),
-        ["over the budget", "tower/h1/kernel 19200 of 38400"], 3, 3),
+        ["over the budget", "tower/h1/kernel 19200 of 38400"], 4, 4),
+    "every kernel split, whatever the budget": (  # issue 37: the second case's budget needs no split
+        _learner(keys=_per_layer(".*/{layer}/{kind}", ("M", None))),
+        ["The second case", "device 0 holds 2344 of the model's 4552 bytes", "split only as many weights as the "
+         "budget needs", "Here none"], 5, 5),
     "whole model replicated: DataParallel": (_learner(distribution="data"),
-                                             ["DataParallel keeps every weight whole", "Every device holds"], 1, 1),
-    "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys"], 2, 2),
+                                             ["DataParallel keeps every weight whole", "Every device holds"], 2, 2),
+    "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys"], 3, 3),
     "batch_dim_name 'batch' is not an axis": (_learner(batch_dim_name="batch"),
                                               ["batch_dim_name='batch' is not an axis", "raised"], 3, 3),
     "batch_dim_name along the weights' axis": (_learner(batch_dim_name="second"),
-                                               ["splits the batch along the mesh axis meant for the weights"], 4, 4),
+                                               ["splits the batch along the mesh axis meant for the weights"], 5, 5),
     "the chapter's mesh, not the given one": (_learner(mesh="chapter"),
-                                              ["not the device_mesh you were given", "over the budget"], 2, 2),
+                                              ["not the device_mesh you were given", "over the budget"], 3, 3),
     "built outside the scope": (_learner(build="outside"), ["outside any distribution", "on device 0 alone"], 0, 0),
     "a weight split unevenly": (_learner(keys=_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model", None),
                                                       ".*/out/bias": ("model",)})),
@@ -502,9 +544,9 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
                                                                     ".*/h1/kernel": (None, "model")})),
                                               ["matches several keys"], 1, 1),
     "fit with its default batch_size": (_learner(step="fit_default"),
-                                        ["ran 2 steps", "fit without batch_size cuts the 48 examples"], 4, 4),
+                                        ["ran 2 steps", "fit without batch_size cuts the 48 examples"], 5, 5),
     "fit with a smaller batch_size": (_learner(step="fit_small_batch"),
-                                      ["ran 3 steps", "batch_size=16 cuts the 48 examples into 3 batches"], 4, 4),
+                                      ["ran 3 steps", "batch_size=16 cuts the 48 examples into 3 batches"], 5, 5),
     "fit for two epochs": (_learner(step="fit_two_epochs"), ["ran 2 steps", "epochs=2 runs the whole batch"], 4, 4),
     "Keras 3.13's train_on_batch error": (_learner(step="keras_313_error"), ["Keras 3.13's train_on_batch",
                                                                            "batch_size=len(images), epochs=1"], 4, 4),
@@ -581,8 +623,9 @@ def test_ch8_q4_accepts_every_right_form(q4_results, name):
     if q4_results["rule"] == "search" and "train_on_batch" in name:
         pytest.skip("Keras 3.13's train_on_batch fails under a distribution (exercise 4's set-up cell shows it)")
     result = q4_results[name]
-    assert result["status"] == "correct" and result["points"] == 5, result["message"]
+    assert result["status"] == "correct" and result["points"] == 6, result["message"]
     assert "✗" not in result["message"]
+    assert "the second case" in result["message"] and "no weight split" in result["message"]
 
 
 @pytest.mark.parametrize("name", list(WRONG_Q4))
@@ -602,6 +645,7 @@ def test_ch8_q4_not_a_function(q4_results):
 
 def test_ch8_q4_graded_feedback_keeps_the_answer_back(q4_results):
     answers = ["re.escape(weight.path)", "batch_dim_name=device_mesh.axis_names[0]", "Split the biggest weights",
+               "Here none",
                "One step on the whole batch", "The checker's NumPy loss is", "from_logits=True)"]
     for name in WRONG_Q4:
         graded = q4_results[name]["graded"]
@@ -613,7 +657,7 @@ def test_ch8_q4_graded_feedback_keeps_the_answer_back(q4_results):
 
 def test_ch8_q4_graded_mode_gives_the_solution_full_marks(q4_results):
     print({name: round(result["seconds"], 1) for name, result in q4_results.items() if "seconds" in result})
-    assert q4_results["graded solution"]["status"] == "correct" and q4_results["graded solution"]["points"] == 5
+    assert q4_results["graded solution"]["status"] == "correct" and q4_results["graded solution"]["points"] == 6
 
 
 def test_ch8_q4_reference_is_the_keras_loss():
@@ -671,13 +715,13 @@ def test_ch8_q2_is_correct_with_another_seed():
 
 def test_ch8_q4_is_correct_with_another_seed(q4_results):
     result = q4_results["another seed"]
-    assert result["status"] == "correct" and result["points"] == 5, result["message"]
+    assert result["status"] == "correct" and result["points"] == 6, result["message"]
 
 
 def test_ch8_q4_data_of_another_seed_is_not_full_marks(q4_results):
     """The solution's data for seed 0, judged with seed 12345: its loss is not the loss of seed 12345's batch."""
     result = q4_results["seed 0 judged with another seed"]
-    assert result["points"] < 5 and "not the mean cross-entropy" in result["message"], result["message"]
+    assert result["points"] < 6 and "not the mean cross-entropy" in result["message"], result["message"]
 
 
 @pytest.mark.parametrize("name", ["q2", "q4"])
@@ -707,7 +751,8 @@ def test_ch8_the_sandbox_copy_states_no_answer(name):
                                                                     for attribute in ("kernel", "bias")])
                     for case in ch8_port.PORT_CASES]
     for answer in (ch8._reference_mystery(), spec, shard_shape, ch8._reference_port_axes(),
-                   ch8._reference_bytes_per_device(), ch8._reference_bytes_per_device(mesh_axes=ch8.POD_AXES),
+                   ch8._reference_bytes_per_device(mesh_axes=ch8.WIDE_AXES),
+                   ch8._reference_bytes_per_device(mesh_axes=ch8.POD_AXES),
                    *port_answers):
         assert not holding(module, answer), answer
     for cls in [value for value in vars(module).values() if isinstance(value, type)]:
