@@ -11,6 +11,7 @@ import threading
 from .answers import as_int, grade_items, quiet_tensorflow, short_error
 from . import ch12_texts
 from .core import Exercise, Feedback, chapter
+from .variants import NUMBER_WORDS
 
 # Exercise 1: three service workers, two trainers; how many times each example is delivered in all, per way to read.
 # It varies per student (:mod:`.variants`): the service's workers and the trainers it feeds.
@@ -20,7 +21,6 @@ CASES = ("parallel_epochs, a job per trainer", "parallel_epochs, one shared job"
 CHAPTER_WORKERS, CHAPTER_TRAINERS = 2, 2  # the chapter's run
 CHAPTER_COUNTS = {CASES[0]: 4, CASES[1]: 2, CASES[2]: 2, CASES[3]: 1}  # the chapter's run: 2 workers, 2 trainers
 DRAWN_WORKERS = DRAWN_TRAINERS = range(2, 9)  # a variant's service workers and trainers: 41 variants
-NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
 
 
 def _reference_deliveries(workers=PREDICT_WORKERS, trainers=PREDICT_TRAINERS):

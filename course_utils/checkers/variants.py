@@ -13,11 +13,13 @@ import json
 import random
 import re
 
-__all__ = ["VARIANT_ENV", "CasesInRandomOrder", "fill", "student_rng", "student_variant", "variant_from_env", "variant_label"]
+__all__ = ["NUMBER_WORDS", "VARIANT_ENV", "CasesInRandomOrder", "fill", "student_rng", "student_variant",
+           "variant_from_env", "variant_label"]
 
 VARIANT_ENV = "COURSE_VARIANT"  # set by the grader in the kernels it runs: the student's parameters, as JSON
 PLACE = re.compile(r"\{\{(\w+)\}\}")
 MAX_TRIES = 1000  # draws per exercise before a draw that keeps failing its own validity check is a bug
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}  # in texts
 
 
 class CasesInRandomOrder:

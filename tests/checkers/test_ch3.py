@@ -9,6 +9,7 @@ from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, s
 
 MWMS, PS = ch3._reference_worker_config(), ch3._reference_ps_config()  # the right TF_CONFIGs, as dicts
 FAULTS = ch3._reference_faults()
+JOBS, PORT = ch3.slurm_jobs(ch3.SLURM_DEFAULTS), ch3.SLURM_DEFAULTS["port"]  # exercise 1's job
 
 
 SLURM_STEP = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "node[8-11]", "SLURM_STEP_TASKS_PER_NODE": "1(x4)",
@@ -27,7 +28,7 @@ def test_ch3_q1_the_answer_is_what_the_chapters_helper_builds_and_tensorflow_rea
     from course_utils.checkers import reach
     from course_utils.cluster.slurm import slurm_tf_config
 
-    assert slurm_tf_config(ch3.SLURM_JOBS, ch3.SLURM_PORT, SLURM_STEP) == MWMS  # the chapter's rule
+    assert slurm_tf_config(JOBS, PORT, SLURM_STEP) == MWMS  # the chapter's rule
     reach.forget_calls()  # this test's call, not a notebook's
     right = json.dumps(MWMS)
     assert_correct(grade(3, "q1", right))
@@ -48,7 +49,7 @@ def test_ch3_q1_the_text_order_of_tensorflows_resolver_gets_its_hint_and_no_poin
     for name, value in SLURM_STEP.items():
         monkeypatch.setenv(name, value)
     resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-        jobs=ch3.SLURM_JOBS, port_base=ch3.SLURM_PORT, gpus_per_node=1, gpus_per_task=1, auto_set_gpu=False)
+        jobs=JOBS, port_base=PORT, gpus_per_node=1, gpus_per_task=1, auto_set_gpu=False)
     text_order = resolver.cluster_spec().as_dict()
     assert text_order == {"chief": ["node10:2222"], "worker": ["node11:2222", "node8:2222", "node9:2222"]}
     task_type, task_id = resolver.get_task_info()
@@ -108,8 +109,9 @@ def test_ch3_q1_counts_only_before_slurm_tf_config(monkeypatch):
     namespace["slurm_tf_config"] = slurm.slurm_tf_config
     assert_hint(exercises(3).q1.evaluate(json.dumps(MWMS)), "had imported or used `slurm_tf_config`", points=0)
     namespace.clear()
-    exec("slurm_tf_config(ch3.SLURM_JOBS, ch3.SLURM_PORT, SLURM_STEP)",  # a call from the notebook is recorded
-         {"__name__": "__main__", "slurm_tf_config": slurm.slurm_tf_config, "ch3": ch3, "SLURM_STEP": SLURM_STEP})
+    exec("slurm_tf_config(JOBS, PORT, SLURM_STEP)",  # a call from the notebook is recorded
+         {"__name__": "__main__", "slurm_tf_config": slurm.slurm_tf_config, "JOBS": JOBS, "PORT": PORT,
+          "SLURM_STEP": SLURM_STEP})
     assert_hint(exercises(3).q1.evaluate(json.dumps(MWMS)), "used `slurm_tf_config`", points=0)
     reach.forget_calls()
     assert_correct(exercises(3).q1.evaluate(json.dumps(MWMS)))
@@ -150,7 +152,7 @@ def test_ch3_q2_tf_config_parameter_server(monkeypatch, cpus8):
     monkeypatch.setenv("TF_CONFIG", right)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     assert (resolver.task_type, resolver.task_id) == ("ps", 1)
-    assert PS["cluster"]["ps"][1] == ch3.PS_ASKED
+    assert PS["cluster"]["ps"][1] == ch3.ps_asked(ch3.PS_DEFAULTS)
     no_chief = {k: v for k, v in PS["cluster"].items() if k != "chief"}
     assert_hint(grade(3, "q2", json.dumps({"cluster": no_chief, "task": PS["task"]})),
                 "runs the ClusterCoordinator", points=1)
@@ -163,7 +165,11 @@ def test_ch3_q2_tf_config_parameter_server(monkeypatch, cpus8):
                 "does not point to the process on localhost:20004", points=1)
     one_ps = dict(PS["cluster"], ps=PS["cluster"]["ps"][:1])
     assert_hint(grade(3, "q2", json.dumps({"cluster": one_ps, "task": PS["task"]})),
-                "the 'ps' list does not hold the addresses", points=1)
+                "the 'ps' list does not hold the addresses", "your cluster has no ps 1", points=0)
+    other_job = {"chief": ["localhost:30000"], "worker": ["localhost:30001"], "ps": ["localhost:30002",
+                                                                                     "localhost:30003"]}
+    assert_hint(grade(3, "q2", json.dumps({"cluster": other_job, "task": PS["task"]})),  # another variant's answer
+                "in your cluster, ps 1 is localhost:30003", "not the process on localhost:20004's", points=0)
 
 
 def test_ch3_q2_readable_forms_and_typical_mistakes(monkeypatch, cpus8):

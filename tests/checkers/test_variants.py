@@ -3,6 +3,7 @@
 Each varied exercise is checked on many draws: every draw is a valid question, its filled solution scores full
 marks, and the aimed hints still recognise the typical mistakes."""
 import itertools
+import json
 import random
 import re
 import textwrap
@@ -19,7 +20,7 @@ from course_utils.grading.session import serve_hint
 KEY = bytes(range(32))
 DRAWS = 200
 FEWEST_DISTINCT = {12: 18}  # 12.1 states two small numbers (service workers, trainers): 41 variants in all
-VARIED = {1: ("q2",), 2: ("q3",), 4: ("q3", "q4", "q5"), 7: ("q4",),
+VARIED = {1: ("q2",), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 7: ("q4",),
           12: ("q1",)}  # the chapters converted so far, and their exercises that vary
 
 
@@ -37,7 +38,7 @@ def solution_answers(exercise):
     cell = exercise.rendered_cells()[f"ch{exercise.chapter}-{exercise.name}"]
     cell = cell.split("# BEGIN SOLUTION", 1)[1].split("\n", 1)[1]  # the solution block (and the check after it)
     code = "\n".join(line for line in cell.splitlines() if not line.startswith(("# END", "ex.")))
-    namespace = {}
+    namespace = {"json": json}  # what the notebooks' set-up imports and the solutions use
     exec(textwrap.dedent(code), namespace)  # noqa: S102 - the course's own solution text
     return [namespace[name] for name in exercise.arguments]
 
@@ -151,6 +152,131 @@ def test_ch2_q3_every_order_scores_its_solution_full_marks_and_the_aimed_hints_f
         assert f"- **{f}.** A single weight matrix is too large" in text
         assert "variable_partitioner" in exercise.evaluate(dict(right, **{f: "ParameterServerStrategy"})).message
         assert "several machines" in exercise.evaluate(dict(right, **{a: "MultiWorkerMirroredStrategy"})).message
+
+
+def _slurm_step(params):
+    """What srun sets in the task of exercise 3.1's variant that the question asks about."""
+    from course_utils.checkers import ch3
+
+    nodes = ch3.slurm_nodes(params)
+    asked = f"{params['prefix']}{params['asked']}"
+    return {"SLURM_STEP_NUM_TASKS": str(len(nodes)), "SLURM_STEP_NODELIST": ch3.slurm_nodelist(params),
+            "SLURM_STEP_TASKS_PER_NODE": f"1(x{len(nodes)})", "SLURM_PROCID": str(nodes.index(asked)),
+            "SLURMD_NODENAME": asked}
+
+
+def test_ch3_q1_every_draw_keeps_its_point_and_its_solution_is_what_slurm_tf_config_builds(monkeypatch, cpus8):
+    """Every draw: text order is not Slurm's order and moves every node (so TensorFlow's resolver tells the asked
+    task another node's address), the asked task is a worker whose index is not its rank, and the filled solution
+    is what the chapter's slurm_tf_config builds from srun's variables and scores full marks; on a few draws
+    TensorFlow's own SlurmClusterResolver gives its text-order answer, which earns nothing and gets its hint."""
+    import inspect
+
+    import tensorflow as tf
+    from course_utils.checkers import ch3, reach
+    from course_utils.cluster.slurm import slurm_tf_config
+
+    assert inspect.signature(slurm_tf_config).parameters["port_base"].default == ch3.SLURM_DEFAULTS["port"]
+    for number, params in enumerate(draws(ch3.WorkerConfig)):
+        assert params != ch3.WorkerConfig.defaults
+        nodes, asked = ch3.slurm_nodes(params), f"{params['prefix']}{params['asked']}"
+        text_order = sorted(nodes)
+        assert all(text_order.index(node) != rank for rank, node in enumerate(nodes)), params
+        exercise = item(3, "q1", params)
+        right = json.loads(solution_answers(exercise)[0])
+        assert right == slurm_tf_config(ch3.slurm_jobs(params), params["port"], _slurm_step(params)), params
+        reach.forget_calls()  # this test's call, not a notebook's
+        rank = nodes.index(asked)
+        assert right["task"] == {"type": "worker", "index": rank - 1} and rank >= 1, params
+        assert exercise.evaluate(json.dumps(right)).points == 2
+        cells = exercise.rendered_cells()
+        assert f"`{ch3.slurm_nodelist(params)}`" in cells["c03"] and f"**`{asked}`**" in cells["c03"]
+        assert f'"SLURM_PROCID": "{rank}"' in cells["c05w"] and asked in exercise.hint_body(1)
+        assert all(len(line) <= 120 for line in cells["ch3-q1"].splitlines()[3:]), cells["ch3-q1"]
+        if number < 8:
+            for name, value in _slurm_step(params).items():
+                monkeypatch.setenv(name, value)
+            resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+                jobs=ch3.slurm_jobs(params), port_base=params["port"], gpus_per_node=1, gpus_per_task=1,
+                auto_set_gpu=False)
+            theirs = {"cluster": resolver.cluster_spec().as_dict()}  # which sets the task: read it first
+            theirs["task"] = dict(zip(("type", "index"), resolver.get_task_info()))
+            result = exercise.evaluate(json.dumps(theirs))
+            assert result.points == 0 and "text order" in result.message and f"not the task on {asked}'s" in \
+                result.message, (params, str(result))
+
+
+def test_ch3_q1_the_typical_mistakes_get_their_hint_on_every_draw():
+    from course_utils.checkers import ch3
+
+    for params in draws(ch3.WorkerConfig):
+        exercise = item(3, "q1", params)
+        right = json.loads(solution_answers(exercise)[0])
+        cluster, task, port = right["cluster"], right["task"], params["port"]
+        nodes, asked = ch3.slurm_nodes(params), f"{params['prefix']}{params['asked']}"
+
+        def check(wrong_cluster, wrong_task, *fragments, points):
+            result = exercise.evaluate(json.dumps({"cluster": wrong_cluster, "task": wrong_task}))
+            assert result.points == points and all(f in result.message for f in fragments), (params, str(result))
+
+        def found_in(wrong_cluster):  # the task a learner finds for the asked node in a wrong cluster
+            return ch3._reference_config_of(wrong_cluster, f"{asked}:{port}")["task"]
+
+        text_order = ch3._reference_slurm_cluster(params, sorted(nodes))
+        longer = [n for n in sorted(nodes) if len(n) > len(nodes[0])]
+        check(text_order, found_in(text_order), "text order", f"{ch3.listed(longer)} before {nodes[0]}",
+              ch3.slurm_nodelist(params), points=0)
+        workers_first = ch3._reference_slurm_cluster(params, job_order=["worker", "chief"])
+        check(workers_first, found_in(workers_first), "the workers took the first ranks",
+              f"points to the task on {asked} in your cluster", points=0)
+        by_rank = {"chief": [f"{nodes[0]}:{port}"], "worker": [f"{n}:{port + r}" for r, n in enumerate(nodes[1:], 1)]}
+        check(by_rank, task, "the ports", f"port {port} of its own node", points=1)
+        check(cluster, {"type": "worker", "index": task["index"] + 1}, "counts within the 'worker' list only",
+              points=1)  # the task's rank, SLURM_PROCID
+        rotated = dict(cluster, worker=cluster["worker"][1:] + cluster["worker"][:1])  # moves every worker
+        check(rotated, found_in(rotated), "identically ordered", points=0)
+        check(cluster, {"type": "chief", "index": task["index"]}, f"'chief' is not the role of the task on {asked}",
+              points=1)
+        check({"worker": cluster["chief"] + cluster["worker"]}, {"type": "worker", "index": task["index"] + 1},
+              "the 'chief' is missing: this job's chief is a task of its own role", points=0)
+        assert nodes[0] in exercise.hint_body(2) and ch3.slurm_nodelist(params) in exercise.hint_body(1)
+
+
+def test_ch3_q2_every_draw_is_valid_tensorflow_reads_its_solution_and_the_mistakes_get_their_hint(monkeypatch, cpus8):
+    import tensorflow as tf
+    from course_utils.checkers import ch3
+
+    for number, params in enumerate(draws(ch3.ParameterServerConfig)):
+        assert params != ch3.ParameterServerConfig.defaults and 1 <= params["asked"] < params["servers"]
+        exercise = item(3, "q2", params)
+        answer = solution_answers(exercise)[0]
+        right, asked = json.loads(answer), ch3.ps_asked(params)
+        assert right == ch3._reference_ps_config(params) and exercise.evaluate(answer).points == 2, params
+        text = exercise.rendered_cells()["c06"]
+        assert all(f"`{a}`" in text for addresses in right["cluster"].values() for a in addresses), text
+        assert text.endswith(f"**`{asked}`**.") and "  " not in text
+        if number < 8:
+            monkeypatch.setenv("TF_CONFIG", answer)
+            resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            assert (resolver.task_type, resolver.task_id) == ("ps", params["asked"]) and resolver.master() == asked
+        cluster, index = right["cluster"], params["asked"]
+
+        def check(wrong_cluster, wrong_task, *fragments, points):
+            result = exercise.evaluate(json.dumps({"cluster": wrong_cluster, "task": wrong_task}))
+            assert result.points == points and all(f in result.message for f in fragments), (params, str(result))
+
+        ps_task = {"type": "ps", "index": index}
+        check({k: v for k, v in cluster.items() if k != "chief"}, ps_task, "runs the ClusterCoordinator", points=1)
+        check(cluster, {"type": "ps", "index": index + 1}, "count from 0", points=1)
+        check(cluster, {"type": "ps", "index": 0}, f"does not point to the process on {asked}", points=1)
+        check(cluster, {"type": "ps", "index": 1 + params["workers"] + index}, "counts within the 'ps' list only",
+              points=1)
+        check({("parameter_server" if k == "ps" else k): v for k, v in cluster.items()},
+              {"type": "parameter_server", "index": index}, "the role is called 'ps'", points=0)
+        check({k.upper(): v for k, v in cluster.items()}, {"type": "PS", "index": index}, "role names are lower case",
+              "not 'PS'", points=0)
+        check(dict(cluster, ps=cluster["ps"][:index]), ps_task, "the 'ps' list does not hold the addresses",
+              points=0)
 
 
 def test_ch4_q3_every_draw_is_valid_and_its_solution_scores_full_marks():
