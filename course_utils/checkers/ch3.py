@@ -344,7 +344,6 @@ class WorkerConfig(Exercise):
         return {"workers_word": NUMBER_WORDS[self.params["workers"]], "jobs": json.dumps(slurm_jobs(self.params)),
                 "nodelist": slurm_nodelist(self.params), "node_names": ", ".join(f"`{n}`" for n in nodes),
                 "port": port, "asked": asked, "first_node": nodes[0], "tasks": len(nodes),
-                "procid": nodes.index(asked),  # what srun tells the task (its watch cell states it)
                 # slurm_tf_config's own port_base is SLURM_DEFAULTS' port (a test checks it)
                 "port_argument": "" if port == SLURM_DEFAULTS["port"] else f", port_base={port}"}
 

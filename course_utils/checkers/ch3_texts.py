@@ -43,8 +43,11 @@ if not ex.q1.answer_shown():
     print("Not yet: this cell builds the task's TF_CONFIG once the checker has accepted your prediction or shown "
           "the answer (check it in the exercise cell first).")
 else:
+    from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import expand_hostlist
+
+    nodes = expand_hostlist("{{nodelist}}")  # in Slurm's order, the order in which srun numbers the tasks
     step = {"SLURM_STEP_NUM_TASKS": "{{tasks}}", "SLURM_STEP_NODELIST": "{{nodelist}}", "SLURM_STEP_TASKS_PER_NODE": "1(x{{tasks}})",
-            "SLURM_PROCID": "{{procid}}", "SLURMD_NODENAME": "{{asked}}"}  # what srun sets in the task on {{asked}}
+            "SLURM_PROCID": str(nodes.index("{{asked}}")), "SLURMD_NODENAME": "{{asked}}"}  # what srun sets on {{asked}}
     print("slurm_tf_config:     ", json.dumps(slurm_tf_config({{jobs}}{{port_argument}}, environ=step)))
     print("your prediction:     ", tf_config)
     import tensorflow as tf  # TensorFlow's resolver reads os.environ: set the task's variables for a moment

@@ -191,7 +191,8 @@ def test_ch3_q1_every_draw_keeps_its_point_and_its_solution_is_what_slurm_tf_con
         assert exercise.evaluate(json.dumps(right)).points == 2
         cells = exercise.rendered_cells()
         assert f"`{ch3.slurm_nodelist(params)}`" in cells["c03"] and f"**`{asked}`**" in cells["c03"]
-        assert f'"SLURM_PROCID": "{rank}"' in cells["c05w"] and asked in exercise.hint_body(1)
+        assert f'"SLURM_PROCID": str(nodes.index("{asked}"))' in cells["c05w"] and asked in exercise.hint_body(1)
+        assert f'"SLURM_PROCID": "{rank}"' not in cells["c05w"]  # the hand-out's watch cell must not state the rank
         assert all(len(line) <= 120 for line in cells["ch3-q1"].splitlines()[3:]), cells["ch3-q1"]
         if number < 8:
             for name, value in _slurm_step(params).items():
