@@ -160,7 +160,7 @@ def test_the_driver_serves_a_hint_only_for_a_request_it_logs():
     from course_utils.grading.session import serve_hint
 
     items, logged = {item.name: item for item in exercises(3)}, []
-    assert serve_hint("course-hint 3.q1 2", items, logged.append) == type(items["q1"]).hints[1]
+    assert serve_hint("course-hint 3.q1 2", items, logged.append) == items["q1"].hint_body(2)  # filled: {{name}}
     for prompt in ("course-hint 3.q1 9", "course-hint 4.q1 1", "course-hint 3.q9 1", "your name?", "x" * 10 ** 6):
         assert serve_hint(prompt, items, logged.append) == ""
     assert logged == [{"hint": "q1", "level": 2}]
