@@ -276,7 +276,12 @@ class Exercise:
 
     def export(self, *args, seed=0, **kwargs):
         """The learner's side of a check: :meth:`collect` on the answers, as plain-data text. Never raises."""
-        answers = list(args) + list(kwargs.values())
+        unknown = [name for name in kwargs if name not in self.arguments[len(args):]]
+        if unknown:  # a misspelt name, or an answer given both by position and by name
+            return dumps({"state": "error", "error": f"it takes the answers {', '.join(self.arguments)} (in that "
+                                                     f"order, or by these names); {', '.join(unknown)}: misspelt, "
+                                                     f"or given twice"})
+        answers = list(args) + [kwargs[name] for name in self.arguments[len(args):] if name in kwargs]
         if not answers or all(self.unanswered(a) for a in answers):
             return dumps({"state": UNANSWERED})
         if len(answers) != len(self.arguments):

@@ -226,3 +226,18 @@ def test_as_number_and_as_int_read_what_a_learner_types():
     assert as_int("200%") is None and as_bytes("100%") is None  # a percentage is only a share
     assert as_int("2") == 2 and as_int(np.int64(3)) == 3 and as_int(63.0) == 63 and as_int(2 ** 70) == 2 ** 70
     assert as_int("2.5") is None and as_int(2.5) is None and as_int(True) is None
+
+
+def test_answers_by_name_are_judged_by_their_names_in_any_order():
+    q3 = exercises(8).q3  # three numbers; the notebook's call does not list them in the order the text asks them
+    values = {"weight_bytes_total": 940584, "weight_bytes_per_device": 65064, "pod_bytes_per_device": 123432}
+    in_order = q3.evaluate(*[values[name] for name in q3.arguments])
+    assert in_order.points == in_order.max_points
+    assert q3.evaluate(**values).points == in_order.max_points  # by name, in the text's order
+    assert q3.evaluate(values["weight_bytes_per_device"], **{k: v for k, v in values.items()
+                                                            if k != "weight_bytes_per_device"}).points == 3
+    for wrong in ({**values, "weight_bytes_totl": values.pop("weight_bytes_total")},):
+        result = q3.evaluate(**wrong)
+        assert result.points == 0 and "weight_bytes_totl: misspelt, or given twice" in result.message
+    twice = q3.evaluate(65064, weight_bytes_per_device=65064, weight_bytes_total=940584, pod_bytes_per_device=123432)
+    assert twice.points == 0 and "weight_bytes_per_device: misspelt, or given twice" in twice.message
