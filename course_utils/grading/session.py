@@ -8,9 +8,11 @@ kernel runs the exercise's ``collect`` (``export.py``) on a seed the driver draw
 the result as plain data to a file of a name the driver also draws now. The driver reads that file
 once, refusing text over the caps of :mod:`course_utils.checkers.plain` unparsed, and judges it
 here, in this process, which never runs the student's code (``Exercise.judge_read``), with at most
-:data:`JUDGE_MEMORY` more memory (:data:`LOADING_MEMORY` more again while the driver's own
-TensorFlow, imported beside the notebook's first cells, is still loading). At the end it asks again
-for every exercise that did not get full marks (its answer may be defined in a later cell). A
+:data:`JUDGE_MEMORY` more memory. The driver's own TensorFlow (judging reads tensors back) is imported
+beside the notebook's first cells, and waited for before the first judging: while ``import tensorflow`` runs
+in one thread, TensorFlow is only partly there for another (``from tensorflow.experimental import dtensor``
+raises ModuleNotFoundError), which once cost an exercise its points at its cell on a busy machine. At the end
+it asks again for every exercise that did not get full marks (its answer may be defined in a later cell). A
 hint's text is served to the kernel only by :func:`serve_hint`, which records the request.
 
 Everything the driver learns is appended to the grader's results file as it happens (one JSON
@@ -34,7 +36,6 @@ from course_utils.grading.scan import scan_cells
 from course_utils.tools.notebook_runner import cell_error, read_small_file
 
 JUDGE_MEMORY = 512 << 20  # bytes of memory the driver may take on to read and judge one export
-LOADING_MEMORY = 512 << 20  # and more while its TensorFlow is still being imported (that takes about 250 MiB)
 HINT_ASKED = re.compile(rf"{HINT_REQUEST} (\d+)\.(q\d+) (\d+)")
 FULL = 1 << 20  # a sandbox's writable space with less free than this is full
 
@@ -162,8 +163,9 @@ def grade_cells(session, payload, report):
         seed, name = secrets.randbelow(2 ** 31), f"{exercise}-{at}-{secrets.token_hex(8)}.json"
         ran = session.execute(export_request(chapter, exercise, seed, exports / name))
         error = cell_error(ran)
-        memory = JUDGE_MEMORY + (LOADING_MEMORY if loading is not None and loading.is_alive() else 0)
-        record = {"exercise": exercise, "at": at, **judge_file(items[exercise], exports / name, seed, memory)}
+        if loading is not None:
+            loading.join()  # a half-imported TensorFlow would fail the judge (see the module docstring)
+        record = {"exercise": exercise, "at": at, **judge_file(items[exercise], exports / name, seed)}
         with contextlib.suppress(OSError):
             os.unlink(exports / name)  # judged: it no longer takes the sandbox's space
         if not record["read"] and _full(exports, payload.get("disk_limit")):
