@@ -100,7 +100,10 @@ TRAINERS = 3
 # where every worker's share happened to be a multiple of 8, and the chapter's pipeline was judged right).
 NOTEBOOK_RUNS = ((3, 100, 8), (2, 75, 6))
 GRADER_RUNS = ((3, 100, 8), (2, 75, 6), (3, 88, 7), (2, 83, 5), (3, 77, 5), (2, 105, 10))
-READ_AT_MOST = 2  # the checker stops reading once the trainers received this many times the examples
+# The checker stops reading once the trainers received this many times the examples: more than any dataset that ends
+# delivers (parallel_epochs with a job per trainer: 3 trainers x 3 service workers = 9 times), so only an endless
+# one (a repeat()) reaches it.
+READ_AT_MOST = 10
 READ_SECONDS = 60  # and gives up after this long (a pipeline whose trainers wait for each other forever)
 
 
@@ -233,7 +236,14 @@ def _judge_run(run, workers, examples, batch_size):
     if foreign:
         return 0, [(f"the trainers received {foreign} values that are not ids of the examples: pass the examples "
                     f"through (batch them), without changing them.", "")]
-    if twice or run["more"]:
+    if run["more"]:
+        points -= 2
+        problems.append((f"the trainers' datasets never ended: they had received {READ_AT_MOST} x the {examples} "
+                         f"examples when the check stopped reading. A repeat() makes the job endless, so every "
+                         f"example comes again and again.",
+                         "Leave out repeat(): one pass delivers one epoch, each example once; the training loop's "
+                         "next pass over the dataset starts a new job of the same name (the chapter's epochs)."))
+    elif twice:
         points -= 2
         alone = [[v for batch in trainer for v in batch] for trainer in batches]
         if all(len(ids) == len(set(ids)) for ids in alone):  # no trainer got an example twice: they overlap

@@ -91,6 +91,23 @@ def test_ch12_q2_a_job_per_trainer_is_named():
     assert_hint(grade(12, "q2", own_jobs), "from a job of its own", points=2)
 
 
+def test_ch12_q2_an_endless_dataset_is_named_not_taken_for_parallel_epochs():
+    """A repeat() makes the shared distributed_epoch job endless: every example comes again, which the check once
+    blamed on parallel_epochs. parallel_epochs with a job per trainer, the most a dataset that ends delivers (9 times
+    here), still ends before the check stops reading, and keeps its own hint."""
+    def repeated(examples, target, batch_size):
+        batches = examples.batch(batch_size, drop_remainder=True).repeat()
+        return batches.apply(service().distribute("distributed_epoch", target, job_name="t"))
+
+    def parallel_own_jobs(examples, target, batch_size):
+        return examples.batch(batch_size, drop_remainder=True).apply(service().distribute("parallel_epochs", target))
+
+    result = grade(12, "q2", repeated)
+    assert_hint(result, "never ended", "repeat()", points=2)
+    assert "parallel_epochs" not in result.message
+    assert_hint(grade(12, "q2", parallel_own_jobs), "each one produced the whole dataset", points=2)
+
+
 def test_ch12_q2_trainers_that_split_the_examples_among_themselves_without_the_service_are_refused():
     """The check's trainers share one process: a counter they share could split the epoch among them, which no
     trainer of a cluster could do. The reviewer's answer (4/4 before)."""
