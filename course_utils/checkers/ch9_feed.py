@@ -246,6 +246,16 @@ def _judge_q1_cover(fb, runs):
     for run in runs:
         epochs = _pipeline_epochs(run)
         for epoch in range(EPOCHS_READ):
+            twice = [len(pipeline[epoch]) - len(set(pipeline[epoch])) for pipeline in epochs]
+            if any(twice):
+                index = [n > 0 for n in twice].index(True)
+                fb.wrong(f"{_pipeline_name(run['pipelines'], index).capitalize()}'s pipeline gave {twice[index]} of "
+                         f"its examples twice within one epoch ({len(epochs[index][epoch])} examples, epoch "
+                         f"{epoch + 1}), so it missed as many. Does its shuffle come after a repeat()? It then mixes "
+                         f"the epochs. Or does it read a file twice?",
+                         answer="Shuffle before repeat() (or leave repeat() out: a training loop starts each epoch "
+                                "anew).")
+                return False
             kind, d = _coverage([pipeline[epoch] for pipeline in epochs], everything)
             if kind == "right":
                 continue
@@ -451,6 +461,16 @@ def _read_q2_worker(make_pipeline, decode, workers, worker):
     return _read(pieces, EPOCHS_READ * Q2_EXAMPLES)
 
 
+def _read_q2_copy(make_pipeline, decode):
+    """The ids of one worker's copy of the pipeline, before the strategy shards it: its first pass, at most
+    Q2_EXAMPLES (one epoch, unless it repeats itself); None when it cannot be read (the sharded reads say why)."""
+    import tensorflow as tf
+
+    dataset, problem = _built(make_pipeline, tf.data.Dataset.range(Q2_EXAMPLES), decode, Q2_GLOBAL_BATCH)
+    read = problem or _read(dataset, Q2_EXAMPLES)  # one pass; endless if the pipeline repeats itself
+    return [i for batch in read["batches"] for i in batch][:Q2_EXAMPLES] if "batches" in read else None
+
+
 # Values that differ from one worker process to the next but not between the simulated workers of q2, which share one
 # process: a seed made from them passes the simulation, not a cluster. (A seed drawn anew on each call, from random or
 # secrets, already differs between the simulated workers, and the coverage check shows it.)
@@ -495,7 +515,8 @@ class ShuffleUnderData(Exercise):
                     reads.append(dict(_read_q2_worker(make_pipeline, decode, workers, worker),
                                       decoded=int(decoded.numpy())))
                 runs.append({"workers": workers, "reads": reads})
-        return {"runs": runs, "per_process": tools_used_by(make_pipeline, PER_PROCESS_VALUES)}
+            copy = _read_q2_copy(make_pipeline, decode)
+        return {"runs": runs, "per_process": tools_used_by(make_pipeline, PER_PROCESS_VALUES), "copy": copy}
 
     def judge(self, data, seed=0):
         """Grades what :meth:`collect` read: every example once per epoch across the workers (2), a new order each
@@ -521,7 +542,14 @@ class ShuffleUnderData(Exercise):
                              f"the replicas: batch by global_batch ({Q2_GLOBAL_BATCH} here), once, at the end.")
                     return fb
         everything = set(range(Q2_EXAMPLES))
-        if data.get("per_process"):
+        copy = data.get("copy") or []
+        if len(copy) > len(set(copy)):
+            fb.wrong(f"One worker's copy of your pipeline, before the strategy shards it, gives "
+                     f"{len(copy) - len(set(copy))} examples twice in its first {len(copy)}, and misses as many: "
+                     f"its shuffle comes after a repeat(), which mixes the epochs. The workers' shares then miss "
+                     f"examples and repeat others, whatever the seed.",
+                     answer="Shuffle before repeat() (or leave repeat() out: a training loop starts each epoch anew).")
+        elif data.get("per_process"):
             fb.wrong(f"Your pipeline calls {', '.join(data['per_process'])}, whose value differs between processes. "
                      f"This check's workers share one process, so their orders agree here; on a cluster each worker "
                      f"is a process of its own, its copy would shuffle in another order, and the workers would read "

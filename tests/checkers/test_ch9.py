@@ -117,6 +117,19 @@ def test_ch9_q1_shuffles_the_files_before_sharding_them():
         assert_hint(grade(9, "q1", factory(build)), "more than once", "shuffle (or list_files", points=2)
 
 
+def test_ch9_q1_a_shuffle_after_repeat_mixes_the_epochs():
+    """The files are sharded right, but the shuffle after repeat() mixes the epochs: a pipeline gives examples twice
+    within one epoch. The check said 'none twice: shard the list of files' (it counted sets)."""
+    import tensorflow as tf
+
+    def shuffle_after_repeat(files, c, batch):
+        return mine(files, c).interleave(tf.data.TFRecordDataset).map(parse).repeat().shuffle(1_000).batch(batch)
+
+    result = grade(9, "q1", factory(shuffle_after_repeat))
+    assert_hint(result, "twice within one epoch", "after a repeat()", points=2)
+    assert "Shard the list of files" not in result.message
+
+
 def test_ch9_q1_does_not_shard():
     import tensorflow as tf
 
@@ -302,6 +315,17 @@ def test_ch9_q2_an_unseeded_shuffle_reads_examples_twice():
     for answer in (unseeded, a_seed_each_worker_draws):
         assert_hint(grade(9, "q2", answer), "With 2 workers, epoch 1", "more than once",
                     "keeps that worker's pieces", "same fixed seed", points=2)
+
+
+def test_ch9_q2_a_shuffle_after_repeat_is_named_not_taken_for_a_missing_seed():
+    """Seeded, but shuffled after repeat(): each copy's epoch repeats some examples. The check told the learner to
+    give the shuffle a fixed seed, which it had."""
+    def shuffle_after_repeat(records, decode, global_batch):
+        return records.map(decode).cache().repeat().shuffle(1_000, seed=7).batch(global_batch)
+
+    result = grade(9, "q2", shuffle_after_repeat)
+    assert_hint(result, "before the strategy shards it", "after a repeat()", points=2)
+    assert "same fixed seed" not in result.message
 
 
 def test_ch9_q2_a_seed_that_differs_between_processes_is_refused():
