@@ -462,13 +462,29 @@ def _read_q2_worker(make_pipeline, decode, workers, worker):
 
 
 def _read_q2_copy(make_pipeline, decode):
-    """The ids of one worker's copy of the pipeline, before the strategy shards it: its first pass, at most
-    Q2_EXAMPLES (one epoch, unless it repeats itself); None when it cannot be read (the sharded reads say why)."""
+    """One worker's copy of the pipeline, before the strategy shards it: {"ids": its first pass, at most Q2_EXAMPLES
+    (one epoch, unless it repeats itself), "out of order": :func:`_out_of_order`}; {} when it cannot be built or read
+    (the sharded reads say why)."""
     import tensorflow as tf
 
     dataset, problem = _built(make_pipeline, tf.data.Dataset.range(Q2_EXAMPLES), decode, Q2_GLOBAL_BATCH)
     read = problem or _read(dataset, Q2_EXAMPLES)  # one pass; endless if the pipeline repeats itself
-    return [i for batch in read["batches"] for i in batch][:Q2_EXAMPLES] if "batches" in read else None
+    if "batches" not in read:
+        return {}
+    return {"ids": [i for batch in read["batches"] for i in batch][:Q2_EXAMPLES], "out of order": _out_of_order(dataset)}
+
+
+def _out_of_order(dataset):
+    """What lets ``dataset`` give its elements in an order that may differ from one run (one worker) to the next, in
+    words: each kind of op of its graph made with ``deterministic=False``, and its options if they say False."""
+    from tensorflow.core.framework import graph_pb2
+
+    graph = graph_pb2.GraphDef.FromString(dataset._as_serialized_graph().numpy())  # private, as tf.data's own tests
+    nodes = [*graph.node, *(node for function in graph.library.function for node in function.node_def)]
+    kinds = {"ParallelMap": "a map", "ParallelInterleave": "an interleave", "ParallelBatch": "a batch"}
+    found = sorted({next((text for kind, text in kinds.items() if node.op.startswith(kind)), node.op)
+                    + " with deterministic=False" for node in nodes if node.attr["deterministic"].s == b"false"})
+    return found + (["its options (deterministic = False)"] if dataset.options().deterministic is False else [])
 
 
 # Values that differ from one worker process to the next but not between the simulated workers of q2, which share one
@@ -516,7 +532,7 @@ class ShuffleUnderData(Exercise):
                                       decoded=int(decoded.numpy())))
                 runs.append({"workers": workers, "reads": reads})
             copy = _read_q2_copy(make_pipeline, decode)
-        return {"runs": runs, "per_process": tools_used_by(make_pipeline, PER_PROCESS_VALUES), "copy": copy}
+        return {"runs": runs, "per_process": tools_used_by(make_pipeline, PER_PROCESS_VALUES), **copy}
 
     def judge(self, data, seed=0):
         """Grades what :meth:`collect` read: every example once per epoch across the workers (2), a new order each
@@ -542,13 +558,19 @@ class ShuffleUnderData(Exercise):
                              f"the replicas: batch by global_batch ({Q2_GLOBAL_BATCH} here), once, at the end.")
                     return fb
         everything = set(range(Q2_EXAMPLES))
-        copy = data.get("copy") or []
+        copy = data.get("ids") or []
         if len(copy) > len(set(copy)):
             fb.wrong(f"One worker's copy of your pipeline, before the strategy shards it, gives "
                      f"{len(copy) - len(set(copy))} examples twice in its first {len(copy)}, and misses as many: "
                      f"its shuffle comes after a repeat(), which mixes the epochs. The workers' shares then miss "
                      f"examples and repeat others, whatever the seed.",
                      answer="Shuffle before repeat() (or leave repeat() out: a training loop starts each epoch anew).")
+        elif data.get("out of order"):
+            fb.wrong(f"Your pipeline may give its elements out of order: {', '.join(data['out of order'])}. "
+                     f"Each worker's copy may then give another order, whatever the seed, and "
+                     f"the DATA shares would not fit together. This check's workers share one process, where the "
+                     f"order often happens to agree; on a cluster it need not.",
+                     answer="Leave deterministic at its default (True) in every map and interleave before the shard.")
         elif data.get("per_process"):
             fb.wrong(f"Your pipeline calls {', '.join(data['per_process'])}, whose value differs between processes. "
                      f"This check's workers share one process, so their orders agree here; on a cluster each worker "

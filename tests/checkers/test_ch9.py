@@ -328,6 +328,36 @@ def test_ch9_q2_a_shuffle_after_repeat_is_named_not_taken_for_a_missing_seed():
     assert "same fixed seed" not in result.message
 
 
+def test_ch9_q2_an_order_left_to_chance_is_refused():
+    """deterministic=False (in a map, an interleave, or the options) lets each worker's copy give another order, which
+    the simulated workers, in one process, often do not show; deterministic=True written out is right."""
+    import tensorflow as tf
+
+    def parallel_map(records, decode, global_batch):
+        return records.map(decode, num_parallel_calls=4, deterministic=False).cache().shuffle(1_000, seed=7) \
+            .batch(global_batch)
+
+    def by_options(records, decode, global_batch):
+        options = tf.data.Options()
+        options.deterministic = False
+        return records.map(decode).cache().shuffle(1_000, seed=7).batch(global_batch).with_options(options)
+
+    def interleaved(records, decode, global_batch):
+        examples = records.batch(10).interleave(tf.data.Dataset.from_tensor_slices, num_parallel_calls=2,
+                                                deterministic=False)
+        return examples.map(decode).cache().shuffle(1_000, seed=7).batch(global_batch)
+
+    for answer, what in ((parallel_map, "a map with deterministic=False"), (by_options, "its options"),
+                         (interleaved, "an interleave with deterministic=False")):
+        assert_hint(grade(9, "q2", answer), "out of order", what, "whatever the seed", points=2)
+
+    def written_out(records, decode, global_batch):
+        return records.map(decode, num_parallel_calls=4, deterministic=True).cache().shuffle(1_000, seed=7) \
+            .batch(global_batch)
+
+    assert_correct(grade(9, "q2", written_out))
+
+
 def test_ch9_q2_a_seed_that_differs_between_processes_is_refused():
     """The check's simulated workers share one process, so a seed drawn from the process (its id, the clock, a
     string's hash) would agree between them: the checker looks for those calls."""
