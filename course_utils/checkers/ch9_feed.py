@@ -284,8 +284,14 @@ def _judge_q1_cover(fb, runs):
                 fb.wrong(f"{where}: your pipelines give values that are no ids of the files' records "
                          f"({d['values']}): parse each record and batch the ids, don't change them.")
             else:
+                by_replicas = all({i // Q1_RECORDS_PER_FILE for i in pipeline[epoch]} == set(range(index, Q1_FILES,
+                                                                                                  run["replicas"]))
+                                  for index, pipeline in enumerate(epochs))
                 fb.wrong(f"{where}: together the pipelines read {d['covered']} of the {Q1_EXAMPLES} examples, none "
-                         f"twice: {d['missing']} are read by no one.", answer=shard)
+                         f"twice: {d['missing']} are read by no one."
+                         + (f" Each read the files of a shard in {run['replicas']}, the replicas in sync: there is one "
+                            f"input pipeline per worker, and it feeds all of that worker's replicas."
+                            if by_replicas else ""), answer=shard)
             return False
     fb.right(f"in every run and both epochs the pipelines read disjoint parts that cover all {Q1_EXAMPLES} examples "
              f"(3 pipelines: the chief and two workers)", points=2)
@@ -471,7 +477,8 @@ def _read_q2_copy(make_pipeline, decode):
     read = problem or _read(dataset, Q2_EXAMPLES)  # one pass; endless if the pipeline repeats itself
     if "batches" not in read:
         return {}
-    return {"ids": [i for batch in read["batches"] for i in batch][:Q2_EXAMPLES], "out of order": _out_of_order(dataset)}
+    ids = [i for batch in read["batches"] for i in batch][:Q2_EXAMPLES]
+    return {"ids": ids, "out of order": _out_of_order(dataset)}
 
 
 def _out_of_order(dataset):

@@ -130,6 +130,17 @@ def test_ch9_q1_a_shuffle_after_repeat_mixes_the_epochs():
     assert "Shard the list of files" not in result.message
 
 
+def test_ch9_q1_sharded_by_the_replicas_instead_of_the_pipelines():
+    import tensorflow as tf
+
+    def by_replicas(files, c, batch):
+        names = tf.data.Dataset.from_tensor_slices(files).shard(c.num_replicas_in_sync, c.input_pipeline_id)
+        return names.interleave(tf.data.TFRecordDataset).map(parse).shuffle(1_000).batch(batch)
+
+    assert_hint(grade(9, "q1", factory(by_replicas)), "read by no one", "a shard in 8, the replicas in sync",
+                "one input pipeline per worker", points=2)
+
+
 def test_ch9_q1_does_not_shard():
     import tensorflow as tf
 
