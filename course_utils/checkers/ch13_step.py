@@ -152,7 +152,7 @@ def _judge_packs(packs, sizes, bytes_per_pack):
     if packs == right:
         return None
     total = sum(sizes)
-    measured = f"the step all-reduced {len(packs)} time(s), of {packs} floats"
+    measured = f"the step ran {len(packs)} all-reduce{'s' * (len(packs) != 1)}, of {packs} floats"
     if not packs:
         return ("the step all-reduced nothing: each replica kept its own gradients.",
                 "All-reduce the gradients with tf.distribute.get_replica_context().all_reduce(...).")
@@ -178,6 +178,10 @@ def _judge_change(copies, change, start):
     """What is wrong with the variables after the step, as (text, answer), or None when they are right."""
     import numpy as np
 
+    copies = [[np.asarray(copy, dtype="float64") for copy in variable] for variable in copies]
+    if len(copies) != len(start) or any(len(c) != PACKED_REPLICAS or c[0].shape != s.shape
+                                        for c, s in zip(copies, start)):
+        raise ValueError(f"{PACKED_REPLICAS} copies of each of the {len(start)} variables expected")
     if any(not np.array_equal(c[0], other) for c in copies for other in c[1:]):
         return "the replicas' copies of the variables differ after the step.", ""
     applied = [c[0] - s for c, s in zip(copies, start)]

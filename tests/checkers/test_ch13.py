@@ -159,7 +159,7 @@ def test_ch13_q2_right_in_several_forms(cpus8, answer):
 
 
 @pytest.mark.parametrize("answer, fragments, points", [
-    (packed_step(all_reduce="apply_gradients"), ["1 time(s), of [380] floats", "options given"], 0),
+    (packed_step(all_reduce="apply_gradients"), ["ran 1 all-reduce, of [380] floats", "options given"], 0),
     (packed_step(all_reduce="no options"), ["one pack of all 380 floats"], 0),
     (packed_step(aggregate_again=True), ["all-reduced twice", "apply_gradients all-reduces"], 0),
     (packed_step(all_reduce="each"), ["one all-reduce per gradient", "ONE all_reduce call"], 0),
