@@ -203,6 +203,21 @@ def _judge_change(copies, change, start):
     return "the variables changed otherwise than in one SGD step on one device with the whole batch.", ""
 
 
+def _judge_error_hint(text):
+    """An aimed sentence about an error the learner's step raised."""
+    if "loss reduction" in text or "Reduction.NONE" in text:
+        return ("A Keras loss object averages over its batch by itself, which tf_keras refuses inside a strategy: "
+                "ask it for one loss per example (reduction='none') and divide their sum by the global batch.")
+    if "per_example_loss" in text and "rank 0" in text:
+        return ("tf.nn.compute_average_loss takes one loss per example: create the Keras loss with reduction='none', "
+                "or it has already averaged them.")
+    if "Collective ops is aborted" in text or "Restart your program" in text:
+        return ("A collective operation was aborted, and TensorFlow runs no collective in this kernel any more: "
+                "restart the kernel, run the cells from the top, and check again.")
+    return (f"It is called as train_step(features, labels) with batches distributed by the checker's own "
+            f"MirroredStrategy ({PACKED_REPLICAS} replicas), from a tf.function.")
+
+
 class PackedStep(Exercise):
     title = "A training step that all-reduces in packs"
     points = 3
@@ -216,7 +231,7 @@ class PackedStep(Exercise):
 
     def collect(self, make_packed_step, seed=0):
         """Runs the learner's function on the checker's case of ``seed``: {"not callable": type name}, {"problem":
-        text}, {"raised": one line}, or {"packs": floats per all-reduce of replica 0, "copies": per variable, its
+        text}, {"raised": one line, "text": the error's text (cut)}, or {"packs": floats per all-reduce of replica 0, "copies": per variable, its
         value on each replica after the step}."""
         if not callable(make_packed_step):
             return {"not callable": type(make_packed_step).__name__}
@@ -225,7 +240,8 @@ class PackedStep(Exercise):
         except _PackedAnswerError as err:
             return {"problem": str(err)}
         except Exception as err:
-            return {"raised": _last_error(err)}
+            text = str(err)
+            return {"raised": _last_error(err), "text": text if len(text) <= 12_000 else text[:6000] + text[-6000:]}
         return {"packs": packs, "copies": copies}
 
     def judge(self, data, seed=0):
@@ -235,10 +251,11 @@ class PackedStep(Exercise):
             fb.wrong(f"make_packed_step should be a function (strategy, model, optimizer, bytes_per_pack) -> "
                      f"train_step, got {data['not callable']}.")
             return fb
-        if "problem" in data or "raised" in data:
-            fb.wrong(str(data.get("problem") or f"train_step raised {data['raised']}. It is called as "
-                     f"train_step(features, labels) with batches distributed by the checker's own MirroredStrategy "
-                     f"({PACKED_REPLICAS} replicas), from a tf.function."))
+        if "problem" in data:
+            fb.wrong(str(data["problem"]))
+            return fb
+        if "raised" in data:
+            fb.wrong(f"train_step raised {data['raised']}. " + _judge_error_hint(str(data.get("text", ""))))
             return fb
         shape, bytes_per_pack = packed_case(seed)
         sizes = gradient_sizes(shape)

@@ -116,18 +116,22 @@ def test_ch13_the_sandbox_copy_states_no_answer():
 # ----------------------------------------------------------------------------------------------- q2: a packed step
 def packed_step(all_reduce="packs", loss="global", reduce_op="sum", aggregate_again=False, bytes_per_pack=None,
                 aggregation_flag="skip_gradients_aggregation", wrap=True):
-    """A make_packed_step, right by default; each argument makes one typical change."""
+    """A make_packed_step, right by default; each argument makes one typical change. Its loss is tf_keras's, as in
+    the exercise notebook (tf.keras is Keras 3 in this process)."""
     import tensorflow as tf
+    import tf_keras
 
     def make_packed_step(strategy, model, optimizer, bytes_per_pack_given):
         size = bytes_per_pack_given if bytes_per_pack is None else bytes_per_pack
         options = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=size)
-        loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+        loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(  # its default reduction refuses to run here
+            from_logits=True, **({} if loss.startswith("keras default") else {"reduction": "none"}))
 
         def replica_step(x, y):
             with tf.GradientTape() as tape:
                 per_example = loss_fn(y, model(x, training=True))
-                value = tf.nn.compute_average_loss(per_example) if loss == "global" else tf.reduce_mean(per_example)
+                value = tf.reduce_mean(per_example) if loss == "own batch" else \
+                    per_example if loss == "keras default" else tf.nn.compute_average_loss(per_example)
             gradients = tape.gradient(value, model.trainable_variables)
             context = tf.distribute.get_replica_context()
             if all_reduce == "packs":
@@ -169,6 +173,8 @@ def test_ch13_q2_right_in_several_forms(cpus8, answer):
     (packed_step(reduce_op="mean"), ["0.5 times as far", "AND the gradients averaged"], 1),
     (lambda strategy, model, optimizer, b: None, ["returned a NoneType"], 0),
     (lambda strategy, model, optimizer, b: (lambda x, y: 1 / 0), ["raised ZeroDivisionError"], 0),
+    (packed_step(loss="keras default"), ["refuses inside a strategy", "reduction='none'"], 0),
+    (packed_step(loss="keras default, averaged"), ["one loss per example", "reduction='none'"], 0),
 ])
 def test_ch13_q2_typical_mistakes_are_named(cpus8, answer, fragments, points):
     assert_hint(grade(13, "q2", answer), *fragments, points=points)
