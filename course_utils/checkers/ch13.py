@@ -1,7 +1,8 @@
 """Chapter 13 · Practice at scale, profiling, NCCL and Horovod: the exercise's grader and hints.
 
 Exercise 1's answer is code: the checker calls the learner's ``pack_sizes`` on gradient sizes of its own (a small CNN,
-deeper MLPs) and compares with TensorFlow's packing rule for ``CommunicationOptions(bytes_per_pack=...)``.
+deeper MLPs) and compares with TensorFlow's packing rule for ``CommunicationOptions(bytes_per_pack=...)``. Exercise 2 (in ch13_step) is
+a training step that all-reduces in such packs, run and measured by the checker.
 """
 import importlib
 import random
@@ -140,4 +141,6 @@ class PackTheGradients(Exercise):
         return fb
 
 
-CHAPTER = chapter(13, "Practice at scale: profiling, NCCL and Horovod", {"q1": PackTheGradients})
+from .ch13_step import PackedStep  # noqa: E402 (it reads _reference_packs above when it judges)
+
+CHAPTER = chapter(13, "Practice at scale: profiling, NCCL and Horovod", {"q1": PackTheGradients, "q2": PackedStep})
