@@ -99,3 +99,18 @@ def test_command_line_tools_do_not_import_tensorflow():
 
     code = "import sys, course_utils.tools.build, course_utils.grading.cli; print('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_a_new_exercise_name_reaches_the_cells_file_before_the_checkers_are_imported(tmp_path, monkeypatch):
+    nb = nbformat.v4.new_notebook(metadata={"course": {"chapter": 9, "keras": "keras3"}})
+    nb.cells = [nbformat.v4.new_code_cell("# BEGIN SOLUTION  # PLACEHOLDER: b = None\nb = 2\n# END SOLUTION\n"
+                                          "ex.q7.check(b)")]
+    cells_path = tmp_path / build.CELLS_PATH
+    cells_path.parent.mkdir(parents=True)
+    cells_path.write_text(build.cells_file_text({9: {"exercises": {"q1": {}}}}))
+    monkeypatch.setattr(build.notebook_cells, "cache_clear", lambda: None)
+    build._write_new_exercise_names(tmp_path, [nb])
+    assert list(build.json.loads(cells_path.read_text())["chapters"]["9"]["exercises"]) == ["q7"]
+    before = cells_path.stat().st_mtime_ns
+    build._write_new_exercise_names(tmp_path, [nb])  # the names agree now: nothing is written
+    assert cells_path.stat().st_mtime_ns == before

@@ -25,6 +25,7 @@ anything would change (the tests run this). ``--graded-handouts DIR`` writes gra
 the exercise notebooks into ``DIR``: no ``solution()``, and feedback that never states the answer.
 """
 import argparse
+import copy
 import json
 import re
 import sys
@@ -221,7 +222,10 @@ def expected_files(root, write_cells=False):
         for path in sorted((root / folder).glob("*.ipynb")):
             nb = nbformat.read(path, as_version=4)
             notebooks[path] = stamp(clean(nb), path.relative_to(root).as_posix(), config)
-    for path in sorted((root / "solutions").glob("*.ipynb")):
+    solution_paths = sorted((root / "solutions").glob("*.ipynb"))
+    if write_cells:
+        _write_new_exercise_names(root, [notebooks[path] for path in solution_paths])
+    for path in solution_paths:
         solution = apply_templates(name_exercise_cells(notebooks[path]))
         chapters[solution.metadata["course"]["chapter"]] = exercise_cells(solution)
         target = root / "exercises" / path.name
@@ -235,6 +239,23 @@ def expected_files(root, write_cells=False):
     for path in page_paths(root):
         files[path] = fill_page(path.read_text(encoding="utf-8"), path, root)
     return files
+
+
+def _write_new_exercise_names(root, solutions):
+    """Before templates are filled: a chapter's checkers check their exercises' names against the cells file when
+    imported (``core.chapter``), so where the solutions check other names than the file lists (an exercise added,
+    removed or renamed), write the file from the solutions as they are first; the full build then rewrites it."""
+    chapters = {nb.metadata["course"]["chapter"]: exercise_cells(name_exercise_cells(copy.deepcopy(nb)))
+                for nb in solutions}
+    cells_path = root / CELLS_PATH
+    try:
+        written = {int(number): sorted(cells["exercises"]) for number, cells in
+                   json.loads(cells_path.read_text())["chapters"].items()}
+    except (FileNotFoundError, ValueError, KeyError):
+        written = None
+    if written != {number: sorted(cells["exercises"]) for number, cells in chapters.items()}:
+        cells_path.write_text(cells_file_text(chapters))
+        notebook_cells.cache_clear()
 
 
 def student_notebook(solution, student, key, solutions=False):
