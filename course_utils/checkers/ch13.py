@@ -45,16 +45,18 @@ def pack_cases(seed):
     return tuple(cases)
 
 
-def _reference_packs(sizes, bytes_per_pack, bytes_per_float=4, closed_when_full=False):
+def _reference_packs(sizes, bytes_per_pack, bytes_per_float=4, closed_when_full=False, looking_ahead=False):
     """TensorFlow's rule (cross_device_ops.CollectiveAllReduce._all_reduce, cross_device_utils.group_by_size): the
     gradients reversed, a new pack once the current one holds more than bytes_per_pack bytes (float32: 4 each); the
-    floats of each pack, in the order the all-reduces run. ``bytes_per_float`` and ``closed_when_full`` give the
-    typical mistakes' packs (floats counted as bytes; a pack closed once it holds as much as bytes_per_pack)."""
+    floats of each pack, in the order the all-reduces run. ``bytes_per_float``, ``closed_when_full`` and
+    ``looking_ahead`` give the typical mistakes' packs (floats counted as bytes; a pack closed once it holds as much
+    as bytes_per_pack; a pack closed before a gradient would take it past bytes_per_pack)."""
     if bytes_per_pack == 0:
         return [sum(sizes)]
     packs, last = [], 0
     for floats in reversed(sizes):
-        if not packs or last > bytes_per_pack or (closed_when_full and last == bytes_per_pack):
+        if (not packs or last > bytes_per_pack or (closed_when_full and last == bytes_per_pack)
+                or (looking_ahead and last + bytes_per_float * floats > bytes_per_pack)):
             packs.append(0)
             last = 0
         packs[-1] += floats
@@ -80,6 +82,10 @@ def _judge_packs_mistake(sizes, bytes_per_pack, given):
                 "A float32 gradient holds 4 bytes per float.")
     if given == _reference_packs(sizes, bytes_per_pack, closed_when_full=True):
         return ("a pack is closed once it holds MORE than bytes_per_pack bytes (not as much).", f"Here the packs are {right}.")
+    if given == _reference_packs(sizes, bytes_per_pack, looking_ahead=True):
+        return ("a pack is closed before a gradient would take it past bytes_per_pack; TensorFlow adds the gradient "
+                "first and looks at the pack's size only before the next one, so a pack may end larger than "
+                "bytes_per_pack.", f"Here the packs are {right}.")
     if isinstance(given, list) and sum(given) == sum(sizes):
         return ("every float is in a pack, but the packs are cut elsewhere.", f"Here the packs are {right}.")
     return ("the packs do not add up to the gradients' floats.", f"Here the packs are {right}.")

@@ -74,6 +74,7 @@ def at_least(sizes, bytes_per_pack):  # closes a pack once it holds bytes_per_pa
     (forward, "cut in the model's order"),
     (lambda sizes, b: packs_loop(sizes, b)[::-1], "in the wrong order"),
     (at_least, "MORE than"),
+    (lambda sizes, b: ch13._reference_packs(sizes, b, looking_ahead=True), "before a gradient would take it past"),
     (lambda sizes, b: ch13._reference_packs(sizes, b, bytes_per_float=1), "as if each float were one byte"),
     (lambda sizes, b: [4 * p for p in packs_loop(sizes, b)], "in bytes"),
     (lambda sizes, b: packs_loop(sizes, b) if b else list(reversed(sizes)), "bytes_per_pack=0 is a special case"),
