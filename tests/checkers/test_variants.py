@@ -22,7 +22,7 @@ DRAWS = 200
 FEWEST_DISTINCT = {12: 18}  # 12.1 states two small numbers (service workers, trainers): 41 variants in all
 NEIGHBOUR_SHARE = {9: 0.65}  # 9.3: each case has two reachable answers (its own or "error", as its files meet the
 # workers): a neighbour's four answers are right on about half of the cases (the menu's four words are the question's)
-VARIED = {1: ("q2",), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 7: ("q4",), 9: ("q3",),
+VARIED = {1: ("q1", "q2"), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 7: ("q4",), 9: ("q3",),
           12: ("q1",)}  # the chapters converted so far, and their exercises that vary
 
 
@@ -107,6 +107,53 @@ def test_a_variant_with_unknown_parameters_or_exercises_is_refused():
         chapter_definition(4).bind(variant={"q5": {"batch": 2, "width": 3}})
     with pytest.raises(ValueError, match="q9"):
         chapter_definition(4).bind(variant={"q9": {}})
+
+
+def test_ch1_q1_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_their_hint():
+    from course_utils.checkers import ch1
+
+    for params in draws(ch1.PredictPlacement, 400):
+        cpus, a, missing = params["cpus"], params["a"], params["missing"]
+        assert params != ch1.PLACEMENT and 4 <= cpus <= 6 and cpus <= missing < 8, params
+        assert len({a, params["c_outer"], params["c_inner"]}) == 3 and a not in (params["e_outer"], params["f"])
+        assert 0 not in (a, params["c_outer"], params["c_inner"], params["e_outer"], params["f"]), params
+        exercise = item(1, "q1", params)
+        right = solution_answers(exercise)[0]
+        assert right == {"b": 0, "c": params["c_inner"], "d": params["c_outer"], "e": 0, "f": params["f"]}
+        assert exercise.evaluate(right).points == 2
+        script = exercise.text_values()["script"]
+        assert f"```python\n{script}```" in exercise.rendered_cells()["c02"]
+        assert f'PLACEMENT_SCRIPT = """\n{script}"""' in exercise.rendered_cells()["c04-watch"]
+        assert f"**{cpus}** logical CPUs, `CPU:0` to `CPU:{cpus - 1}`" in exercise.rendered_cells()["c02"]
+        mistakes = [("b", a, "does not follow its input tensors"), ("c", params["c_outer"], "another block is open"),
+                    ("c", a, "does not follow its input tensors"), ("d", params["c_inner"], "does not follow"),
+                    ("d", 0, "which tf.device blocks are still open"), ("e", params["e_outer"], "does not fall back"),
+                    ("e", missing, f"no CPU:{missing}, although this notebook's kernel does"),
+                    ("e", "error", "nothing on the lines up to it raises"), ("f", a, "does not follow"),
+                    ("f", "error", "compare what this line asks for"),
+                    ("b", cpus, f"no CPU:{cpus}: its CPUs are CPU:0 to CPU:{cpus - 1}, although")]
+        for key, wrong, fragment in mistakes:
+            result = exercise.evaluate(dict(right, **{key: wrong}))
+            assert result.points == 1 and fragment in result.message, (params, key, wrong, str(result))
+            assert ch1._reference_placement_reasons(params)[key] in result.message
+        kernel = exercise.evaluate(dict(right, e=missing, f="error"))
+        assert f"script's process ({cpus} CPUs)" in kernel.message and kernel.points == 0
+        assert f"({cpus} logical CPUs, not this notebook's 8)" in exercise.hint_body(1)
+
+
+@pytest.mark.parametrize("params", [
+    {"cpus": 5, "a": 1, "c_outer": 4, "c_inner": 3, "e_outer": 2, "missing": 7, "f": 4},
+    {"cpus": 6, "a": 4, "c_outer": 1, "c_inner": 5, "e_outer": 5, "missing": 6, "f": 3}])
+def test_ch1_q1_the_watch_cell_runs_the_variants_script_where_the_solution_says(params, capsys):
+    from course_utils.checkers import ch1
+
+    exercise = item(1, "q1", params)
+    placements = solution_answers(exercise)[0]
+    shown = type("Shown", (), {"answer_shown": staticmethod(lambda: True)})
+    namespace = {"ex": type("Ex", (), {"q1": shown}), "placements": placements}
+    exec(exercise.rendered_cells()["c04-watch"], namespace)  # noqa: S102 - the course's own cell
+    assert {name: ch1._placement(where) for name, where in namespace["ran_on"].items()} == placements, \
+        capsys.readouterr().out
 
 
 def test_ch1_q2_every_draw_is_what_tensorflow_does_scores_its_solution_and_gets_the_aimed_hints():
