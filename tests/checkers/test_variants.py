@@ -22,7 +22,7 @@ DRAWS = 200
 FEWEST_DISTINCT = {12: 18}  # 12.1 states two small numbers (service workers, trainers): 41 variants in all
 NEIGHBOUR_SHARE = {9: 0.65}  # 9.3: each case has two reachable answers (its own or "error", as its files meet the
 # workers): a neighbour's four answers are right on about half of the cases (the menu's four words are the question's)
-VARIED = {1: ("q1", "q2"), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 7: ("q4",), 9: ("q3",),
+VARIED = {1: ("q1", "q2"), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 7: ("q2", "q4"), 9: ("q3",),
           12: ("q1",)}  # the chapters converted so far, and their exercises that vary
 
 
@@ -407,6 +407,78 @@ def test_ch4_q5_the_typical_mistakes_get_their_hint_on_every_draw():
         assert recognised >= 8, params
         elements = exercise.evaluate(dict(truth, b_held=truth["b_held"] // 4))
         assert "counts the float32 numbers" in elements.message
+
+
+def test_ch7_q2_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_their_hint():
+    from course_utils.checkers import ch7
+
+    seen_keys = set()
+    for params in draws(ch7.LayoutMapRules, 400):
+        model, layer, keys = params["model"], params["layer"], params["keys"]
+        assert params != ch7.LayoutMapRules.defaults and len(set(keys)) == 2, params
+        assert {key.replace(model, "{m}").replace(layer, "{l}") for key in keys} <= set(ch7.KEY_POOL), params
+        seen_keys.add(tuple(keys))
+        exercise = item(7, "q2", params)
+        right = solution_answers(exercise)[0]
+        paths = {part: f"{model}/{layer}/{part}" for part in ("kernel", "bias")}
+        for key, answer in right.items():  # what each rule's function finds, counted here again
+            part, rule = key.split(", ")
+            matched = [k for k in keys if {"tf_keras": re.match, "keras_3_13": re.search,
+                                           "keras_3_15": re.fullmatch}[rule](k, paths[part])]
+            assert answer == ("replicated" if not matched else matched[0] if rule == "tf_keras" or len(matched) == 1
+                              else "ValueError"), (params, key)
+        columns = {rule: (right[f"kernel, {rule}"], right[f"bias, {rule}"]) for rule in ch7.RULES}
+        assert len(set(columns.values())) >= 2 and len(set(right.values())) >= 3, params
+        assert exercise.evaluate(right).points == 6
+        cells = exercise.rendered_cells()
+        assert f'`"{keys[0]}"`, then `"{keys[1]}"`' in cells["c05"] and f"`{paths['kernel']}`" in cells["c05"]
+        assert f'for key in ("{keys[0]}", "{keys[1]}")' in cells["c06a"] and paths["bias"] in cells["c06a"]
+        for key, answer in right.items():  # another rule's answer, or another outcome: the rule's function and path
+            part, rule = key.split(", ")
+            for wrong in {*right.values(), *keys, "replicated", "ValueError"} - {answer}:
+                result = exercise.evaluate(dict(right, **{key: wrong}))
+                assert result.points == 5 and f"apply re.{ch7.RULES[rule].__name__} to each key and the path " \
+                    f"{paths[part]!r}" in result.message, (params, key, wrong, str(result))
+        assert f"Both paths start with '{model}/'" in exercise.hint_body(1)
+    assert len(seen_keys) > 300
+
+
+def test_ch7_q2_both_layout_maps_find_what_the_solution_says_on_many_draws(mesh42, keras2):
+    """tf_keras' own LayoutMap (re.match, the first key inserted wins) and this Keras 3's on 40 draws."""
+    from tensorflow.experimental import dtensor
+    from course_utils.checkers import ch7
+
+    U = dtensor.UNSHARDED
+    layouts = [dtensor.Layout([U, "model"], mesh42), dtensor.Layout(["model", U], mesh42)]
+    for params in draws(ch7.LayoutMapRules, 40):
+        right = solution_answers(item(7, "q2", params))[0]
+        layout_map = keras2.dtensor.experimental.LayoutMap(mesh42)
+        for key, layout in zip(params["keys"], layouts):
+            layout_map[key] = layout
+        for part in ("kernel", "bias"):
+            found = layout_map[f"{params['model']}/{params['layer']}/{part}"]
+            name = "replicated" if found is None else params["keys"][layouts.index(found)]
+            assert name == right[f"{part}, tf_keras"], params
+    import keras
+    from keras import distribution as kd
+
+    if keras.__version__.startswith("3.15"):  # Keras 3.15's rule, re.fullmatch (test_ch7 reads it too)
+        mesh = kd.DeviceMesh((4, 2), ("batch", "model"), devices=kd.list_devices()[:8])
+        for params in draws(ch7.LayoutMapRules, 40):
+            right = solution_answers(item(7, "q2", params))[0]
+            keras_map = kd.LayoutMap(mesh)
+            keras_map[params["keys"][0]], keras_map[params["keys"][1]] = (None, "model"), ("model", None)
+            for part in ("kernel", "bias"):
+                try:
+                    found = keras_map[f"{params['model']}/{params['layer']}/{part}"]
+                    name = "replicated" if found is None else \
+                        params["keys"][0 if tuple(found.axes) == (None, "model") else 1]
+                except ValueError:
+                    name = "ValueError"
+                assert name == right[f"{part}, keras_3_15"], params
+    exact = keras2.dtensor.experimental.LayoutMap(mesh42)  # why KEY_POOL has no whole path: an exact key comes first
+    exact[".*dense_1/kernel"], exact["mlp/dense_1/kernel"] = layouts
+    assert exact["mlp/dense_1/kernel"] == layouts[1]
 
 
 def test_ch7_q4_every_draw_is_valid_and_its_solution_scores_full_marks():
