@@ -4,6 +4,7 @@ Exercises 1 and 2 (the learner's pipelines, run by the checker) live in :mod:`.c
 prediction (exercise 3) and the true-or-false statements (exercise 4), which need no TensorFlow to check.
 """
 import functools
+import itertools
 import re
 
 from . import ch9_texts
@@ -23,7 +24,11 @@ from .variants import NUMBER_WORDS
 WHO_WORKERS, WHO_MANY_FILES, WHO_FEW_FILES = 4, 6, 3
 SHARDING_CASES = ("many_files", "few_files", "interleaved", "whole_files")  # the exercise's cases, in the notebook's order
 FILE_CASES = ("many_files", "few_files", "interleaved")  # the cases with a file-reading dataset (FILE, or its error)
-DRAWN_WORKERS = range(2, 7)  # a variant's workers; each case's files: 1 to 2 x workers - 1 (half of them too few)
+DRAWN_WORKERS = range(2, 7)  # a variant's workers; each case's files: 1 to 2 x workers - 1 (too few below workers)
+FAILING_SETS = [  # the cases a variant makes fail: any set in which "few_files" fails when "many_files" does, but the
+    set(cases) for size in range(len(SHARDING_CASES) + 1)  # defaults' (a copy of the self-study answer would pass)
+    for cases in itertools.combinations(SHARDING_CASES, size)
+    if ("many_files" not in cases or "few_files" in cases) and cases != ("few_files",)]
 
 
 def _nth(n):
@@ -259,15 +264,19 @@ class WhoReadsWhat(Exercise):
 
     @staticmethod
     def draw(rng):
-        """Workers 2-6; each case 1 to 2 x workers - 1 files (too few for about half of the cases), "many_files" more
-        than "few_files"; never the defaults."""
-        while True:
-            workers = rng.choice(DRAWN_WORKERS)
-            few, many = sorted(rng.sample(range(1, 2 * workers), 2))
-            params = {"workers": workers, "many_files": many, "few_files": few,
-                      "interleaved": rng.randrange(1, 2 * workers), "whole_files": rng.randrange(1, 2 * workers)}
-            if params != _shard_defaults():
-                return params
+        """Which cases fail first, evenly over FAILING_SETS; then workers 2-6 (3-6 when both record cases fail) and,
+        per case, 1 to workers - 1 files when it fails, workers to 2 x workers - 1 when it does not ("many_files"
+        more than "few_files")."""
+        failing = rng.choice(FAILING_SETS)
+        both = {"many_files", "few_files"} <= failing
+        workers = rng.choice([w for w in DRAWN_WORKERS if w >= 3 or not both])
+        pools = {case: range(1, workers) if case in failing else range(workers, 2 * workers) for case in SHARDING_CASES}
+        if ("many_files" in failing) == ("few_files" in failing):
+            few, many = sorted(rng.sample(pools["few_files"], 2))
+        else:
+            few, many = rng.choice(pools["few_files"]), rng.choice(pools["many_files"])
+        return {"workers": workers, "many_files": many, "few_files": few,
+                "interleaved": rng.choice(pools["interleaved"]), "whole_files": rng.choice(pools["whole_files"])}
 
     def text_values(self):
         p = self.params
