@@ -286,8 +286,8 @@ class LayoutMapRules(Exercise):
 
     @staticmethod
     def draw(rng):
-        """A model and a layer name, and two keys of KEY_POOL for them (see :func:`_reference_lookup_draw_is_valid`); never the
-        defaults."""
+        """A model and a layer name, and two keys of KEY_POOL for them (see
+        :func:`_reference_lookup_draw_is_valid`); never the defaults."""
         while True:
             model, layer = rng.choice(LOOKUP_MODELS), rng.choice(LOOKUP_LAYERS)
             keys = [key.format(m=model, l=layer) for key in rng.sample(KEY_POOL, 2)]

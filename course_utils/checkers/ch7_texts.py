@@ -1,6 +1,7 @@
 """Chapter 7 · the templates of the notebook cells that state exercise 2's keys and paths and exercise 4's numbers
-(by cell id), filled with each variant's values (:mod:`.variants`); ``python3 course.py build`` writes them, filled with the defaults, into
-``solutions/07_where_next.ipynb`` (and so ``exercises/``), so edit the text here, not in the notebooks."""
+(by cell id), filled with each variant's values (:mod:`.variants`); ``python3 course.py build`` writes them, filled
+with the defaults, into ``solutions/07_where_next.ipynb`` (and so ``exercises/``), so edit the text here, not in the
+notebooks."""
 
 BUBBLE_QUESTION = """\
 ## Exercise 4 · What the pipeline bubble costs (2 points)

@@ -22,7 +22,7 @@ from .variants import NUMBER_WORDS
 # by DATA, elements) than workers fails on the workers 0 .. n-1 with "Could not apply FILE based sharding", even when
 # it shards by DATA, and the workers n .. workers-1 read nothing.
 WHO_WORKERS, WHO_MANY_FILES, WHO_FEW_FILES = 4, 6, 3
-SHARDING_CASES = ("many_files", "few_files", "interleaved", "whole_files")  # the exercise's cases, in the notebook's order
+SHARDING_CASES = ("many_files", "few_files", "interleaved", "whole_files")  # the exercise's cases, in its order
 FILE_CASES = ("many_files", "few_files", "interleaved")  # the cases with a file-reading dataset (FILE, or its error)
 DRAWN_WORKERS = range(2, 7)  # a variant's workers; each case's files: 1 to 2 x workers - 1 (too few below workers)
 FAILING_SETS = [  # the cases a variant makes fail: any set in which "few_files" fails when "many_files" does, but the
@@ -187,8 +187,8 @@ def _reference_reading_why(params=None):
             why[case, "error"] = (f"Sharding fails only when there are fewer elements than workers. Here {n} "
                                   f"elements (whole files) meet {workers} workers.")
         else:
-            why[case, "by element"] = (f"Count the elements: {_files(n, 'whole files')} for {workers} workers. What does the "
-                                       f"sharding step do when a worker would get no element at all?")
+            why[case, "by element"] = (f"Count the elements: {_files(n, 'whole files')} for {workers} workers. What "
+                                       f"does the sharding step do when a worker would get no element at all?")
             why[case, "by file"] = ("tf.io.read_file is an operation inside a map, not a file-reading dataset; and "
                                     f"count the elements: {_files(n, 'whole files')} for {workers} workers.")
     return why
@@ -204,12 +204,12 @@ def _reference_reading_answers(params=None):
             answers[case] = (f"It is 'error': {_files(n)} for {workers} workers. Every worker that gets "
                              f"{'a file' if case in FILE_CASES else 'an element'} fails with 'Could not apply FILE "
                              f"based sharding' (the message says FILE even when tf.data shards by DATA), and "
-                             f"{_workers_text(n, workers - 1)}, which {'gets' if n == workers - 1 else 'get'} none, silently "
-                             f"{'reads' if n == workers - 1 else 'read'} nothing.")
+                             f"{_workers_text(n, workers - 1)}, which {'gets' if n == workers - 1 else 'get'} none, "
+                             f"silently {'reads' if n == workers - 1 else 'read'} nothing.")
         elif case == "whole_files":
-            answers[case] = (f"It is 'by element': tf.data finds no file-reading dataset, so AUTO shards by DATA at the "
-                             f"end: every worker reads all {n} files and keeps every {_nth(workers)}. The elements are "
-                             f"whole files, so worker 0 keeps the files {_files_of_workers(n, workers)[0]}, as by "
+            answers[case] = (f"It is 'by element': tf.data finds no file-reading dataset, so AUTO shards by DATA at "
+                             f"the end: every worker reads all {n} files and keeps every {_nth(workers)}. The elements "
+                             f"are whole files, so worker 0 keeps the files {_files_of_workers(n, workers)[0]}, as by "
                              f"file, but only after reading all {n}.")
         elif case == "interleaved":
             answers[case] = ("It is 'by file': the rewrite finds the TFRecordDataset inside interleave's function, "
@@ -305,7 +305,8 @@ class WhoReadsWhat(Exercise):
         for number, case in enumerate(SHARDING_CASES):
             start = "readings = {" if number == 0 else " " * 12
             end = "}" if number == len(SHARDING_CASES) - 1 else ","
-            lines.append(f'{start}"{case}": "{truth[case]}"{end}'.ljust(42) + f"# {_reference_solution_comment(case, self.params)}")
+            comment = _reference_solution_comment(case, self.params)
+            lines.append(f'{start}"{case}": "{truth[case]}"{end}'.ljust(42) + f"# {comment}")
         return {"readings_code": "\n".join(lines)}
 
     def grade(self, readings):
