@@ -18,9 +18,9 @@ from .variants import NUMBER_WORDS
 # are made from files[:n], n TFRecord files, n per case; the exercise notebook's "Watch it" cell runs them with
 # input_ops.auto_shard_dataset(dataset, workers, worker, workers), the sharding step the strategy applies to each
 # worker's copy (after it rebatches; the cases are unbatched, so DATA keeps every workers-th element). It varies per
-# student (:mod:`.variants`): the workers and each case's files. Measured (test_ch9): a case with fewer files (or,
-# by DATA, elements) than workers fails on the workers 0 .. n-1 with "Could not apply FILE based sharding", even when
-# it shards by DATA, and the workers n .. workers-1 read nothing.
+# student (:mod:`.variants`): the workers and each case's files. Measured (test_variants runs the watch cell): a case
+# with fewer files (or, by DATA, elements) than workers fails on the workers 0 .. n-1 with "Could not apply FILE based
+# sharding", even when it shards by DATA, and the workers n .. workers-1 read nothing.
 WHO_WORKERS, WHO_MANY_FILES, WHO_FEW_FILES = 4, 6, 3
 SHARDING_CASES = ("many_files", "few_files", "interleaved", "whole_files")  # the exercise's cases, in its order
 FILE_CASES = ("many_files", "few_files", "interleaved")  # the cases with a file-reading dataset (FILE, or its error)
