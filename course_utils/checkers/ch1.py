@@ -5,44 +5,55 @@ import textwrap
 
 from .answers import as_bool_list, as_int, grade_items
 from .core import Exercise, Feedback, chapter
+from .variants import NUMBER_WORDS, fill
 from . import ch1_texts, reach
 from .ch1_build import GradientTape, ShardedSum
 
 # Exercise 1: where each matmul of the exercise's script runs (a CPU index), or ERROR when its block raises before
-# the matmul exists. The script runs in a fresh process that splits the CPU into CPU_COUNT logical CPUs (the
-# notebook's kernel has 8, so running its lines there tells nothing):
+# the matmul exists. The script runs in a fresh process that splits the CPU into `cpus` logical CPUs (the notebook's
+# kernel has 8, so running its lines there tells nothing). With the defaults' numbers (PLACEMENT):
 #   a on CPU:3;  b: no block;  c: CPU:1 inside CPU:2;  d: inside CPU:2 after the CPU:1 block, input c;
 #   e: CPU:6 (missing in the script, present in the notebook) inside CPU:1;
 #   f: inside CPU:2, after applying the runtime's own configuration (4 CPUs) again.
+# It varies per student (:mod:`.variants`): the script's CPUs and every device index in it.
 ERROR = "error"
-CPU_COUNT = 4
 NOTEBOOK_CPUS = 8                               # the exercise notebook's kernel, where CPU:4 to CPU:7 exist
-OUTER_BLOCK = {"c": 2, "e": 1}                  # the enclosing block of a nested one
-MISSING_CPU = 6
+PLACEMENT = {"cpus": 4, "a": 3, "c_outer": 2, "c_inner": 1, "e_outer": 1, "missing": 6, "f": 2}
+CPU_COUNT, MISSING_CPU = PLACEMENT["cpus"], PLACEMENT["missing"]  # the defaults' (the self-study notebook's)
+DRAWN_CPUS = (4, 5, 6)  # a variant's CPUs: enough for a, c's two blocks and f to differ, and a CPU:<n> the notebook has
 
 
-def _reference_placements():
-    """Exercise 1's answer: the CPU each matmul runs on, or ERROR."""
-    return {"b": 0, "c": 1, "d": 2, "e": 0, "f": 2}
+def _reference_placements(p=None):
+    """Exercise 1's answer for the script of ``p`` (default: PLACEMENT): the CPU each matmul runs on, or ERROR."""
+    p = p or PLACEMENT
+    return {"b": 0, "c": p["c_inner"], "d": p["c_outer"], "e": 0, "f": p["f"]}
 
 
-def _reference_input_devices():
-    """Where each matmul's input lives (d's input is c, so this says where c ran)."""
-    return {"b": 3, "c": 3, "d": 1, "e": 3, "f": 3}
+def _reference_input_devices(p=None):
+    """Where each matmul's input lives (d's input is c, so this says where c ran): not where it runs."""
+    p = p or PLACEMENT
+    return {"b": p["a"], "c": p["a"], "d": p["c_inner"], "e": p["a"], "f": p["a"]}
 
 
-def _reference_placement_reasons():
+def _reference_outer_blocks(p):
+    """The enclosing block of each nested one."""
+    return {"c": p["c_outer"], "e": p["e_outer"]}
+
+
+def _reference_placement_reasons(p=None):
     """Why each matmul runs where it does: these give the answer away (shown in self-study mode only)."""
+    p = p or PLACEMENT
     return {
         "b": "It runs on CPU:0, the default device: no tf.device block is open on that line, and a is copied there.",
-        "c": "It runs on CPU:1: the innermost block wins.",
-        "d": "It runs on CPU:2: the CPU:1 block has ended, the CPU:2 block is still open, and c is copied there.",
-        "e": f"It runs on CPU:0: the script has {CPU_COUNT} CPUs, so CPU:6 does not exist there; soft placement drops "
-             "the request and TensorFlow takes its first choice, as if nothing had been requested (the outer "
-             "CPU:1 block was replaced by the inner one, not kept as a fallback).",
-        "f": f"It runs on CPU:2: the line before it applies the configuration the runtime already runs with "
-             f"({CPU_COUNT} CPUs), which is accepted (only a DIFFERENT configuration raises once the runtime runs), "
-             "and the CPU:2 block is open.",
+        "c": f"It runs on CPU:{p['c_inner']}: the innermost block wins.",
+        "d": f"It runs on CPU:{p['c_outer']}: the CPU:{p['c_inner']} block has ended, the CPU:{p['c_outer']} block "
+             "is still open, and c is copied there.",
+        "e": f"It runs on CPU:0: the script has {p['cpus']} CPUs, so CPU:{p['missing']} does not exist there; soft "
+             "placement drops the request and TensorFlow takes its first choice, as if nothing had been requested "
+             f"(the outer CPU:{p['e_outer']} block was replaced by the inner one, not kept as a fallback).",
+        "f": f"It runs on CPU:{p['f']}: the line before it applies the configuration the runtime already runs with "
+             f"({p['cpus']} CPUs), which is accepted (only a DIFFERENT configuration raises once the runtime runs), "
+             f"and the CPU:{p['f']} block is open.",
     }
 
 
@@ -60,8 +71,11 @@ def _placement(value):
     return as_int(value)
 
 
-def _judge_placement_mistake(key, given):
-    """Why the prediction ``given`` for item ``key`` is wrong, without saying what is right."""
+def _judge_placement_mistake(key, given, p=None):
+    """Why the prediction ``given`` for item ``key`` of the script of ``p`` is wrong, without saying what is
+    right."""
+    p = p or PLACEMENT
+    cpus, missing = p["cpus"], p["missing"]
     if key == "f" and given == ERROR:
         return ("the line before the matmul configures the devices after the runtime started. The chapter showed "
                 "two outcomes of that (its 'trap' and the cell after it): compare what this line asks for with the "
@@ -69,53 +83,78 @@ def _judge_placement_mistake(key, given):
     if given == ERROR:
         return ("nothing on the lines up to it raises: the configuration at the top comes before the runtime starts, "
                 "and soft placement is on.")
-    if key == "e" and given == MISSING_CPU:
-        return (f"the script splits the CPU into {CPU_COUNT} logical CPUs (CPU:0 to CPU:{CPU_COUNT - 1}), so it has "
-                f"no CPU:{MISSING_CPU}, although this notebook's kernel does. What does soft placement do with a "
+    if key == "e" and given == missing:
+        return (f"the script splits the CPU into {cpus} logical CPUs (CPU:0 to CPU:{cpus - 1}), so it has "
+                f"no CPU:{missing}, although this notebook's kernel does. What does soft placement do with a "
                 f"device that does not exist?")
-    if given == OUTER_BLOCK.get(key):
+    if given == _reference_outer_blocks(p).get(key):
         if key == "e":
             return ("soft placement does not fall back to the enclosing block: the inner block's request replaced "
                     "the outer one, and that request cannot be met.")
         return ("that block is open on the line, but another block is open inside it: which of the two is in force "
                 "(the chapter's 'Which request wins')?")
-    if given == _reference_input_devices().get(key):
+    if given == _reference_input_devices(p).get(key):
         return ("an operation does not follow its input tensors (only an operation on a variable itself runs where "
                 "the variable lives, and this code has no variables): which request is in force on its line?")
-    if not 0 <= given < CPU_COUNT:
+    if not 0 <= given < cpus:
         where = ", although this notebook's kernel has one" if given < NOTEBOOK_CPUS else ""
-        return f"the script's process has no CPU:{given}: its CPUs are CPU:0 to CPU:{CPU_COUNT - 1}{where}."
+        return f"the script's process has no CPU:{given}: its CPUs are CPU:0 to CPU:{cpus - 1}{where}."
     if key == "d" and given == 0:
         return "which tf.device blocks are still open on that line?"
     return "which tf.device block is in force on that line, and can its device be used?"
 
 
-def _judge_explain_placement(key, given, raw):
-    if given is None:
-        text = repr(raw)
-        text = text if len(text) <= 40 else text[:40] + "..."
-        return f"give the index of a CPU (an int from 0 to {CPU_COUNT - 1}) or {ERROR!r}, not {text}.", ""
-    return f"you predicted {given!r}: {_judge_placement_mistake(key, given)}", _reference_placement_reasons()[key]
-
-
 class PredictPlacement(Exercise):
     title = "Predict where each operation runs"
     points = 2
+    defaults = dict(PLACEMENT)
+    templates = {"c02": ch1_texts.PLACEMENT_QUESTION, "ch1-q1": ch1_texts.PLACEMENT_SOLUTION,
+                 "c04-watch": ch1_texts.PLACEMENT_WATCH}
     hints = (
         "For each line ask: which tf.device block is in force here, and does that device exist in the script's "
-        f"process ({CPU_COUNT} logical CPUs, not this notebook's 8)? The devices of an operation's input tensors play "
+        "process ({{cpus}} logical CPUs, not this notebook's 8)? The devices of an operation's input tensors play "
         "no part (only an operation on a variable itself, such as reading or updating it, runs where the variable "
         "lives, and this code has no variables).",
         "Nested blocks: the innermost wins until it ends. A device that does not exist: soft placement drops the "
         "request and TensorFlow takes its first choice, as with no block at all.",
-        f"And the last block: the runtime started when `a` was created, with the {CPU_COUNT} CPUs of the script's "
+        "And the last block: the runtime started when `a` was created, with the {{cpus}} CPUs of the script's "
         "first lines. The chapter's 'trap' and the cell after it show two outcomes of configuring again once the "
         "runtime runs: which one is this?",
     )
 
+    @staticmethod
+    def draw(rng):
+        """4 to 6 CPUs; a, c's two blocks and f on CPUs 1 and up, a apart from the others and c's blocks apart (so
+        that each typical mistake shows); e's outer block apart from a; a missing CPU the notebook's kernel has."""
+        while True:
+            cpus = rng.choice(DRAWN_CPUS)
+            a, c_outer, c_inner = rng.sample(range(1, cpus), 3)
+            params = {"cpus": cpus, "a": a, "c_outer": c_outer, "c_inner": c_inner,
+                      "e_outer": rng.choice([n for n in range(1, cpus) if n != a]),
+                      "missing": rng.randrange(cpus, NOTEBOOK_CPUS),
+                      "f": rng.choice([n for n in range(1, cpus) if n != a])}
+            if params != PLACEMENT:
+                return params
+
+    def text_values(self):
+        values = {**self.params, "last": self.params["cpus"] - 1, "cpus_word": NUMBER_WORDS[self.params["cpus"]]}
+        return {**values, "script": fill(ch1_texts.PLACEMENT_SCRIPT, values)}
+
+    def reference_values(self):
+        return {"placements": str(_reference_placements(self.params)).replace("'", '"')}
+
     def grade(self, predictions):
-        placements = _reference_placements()
-        fb = grade_items(Feedback(), predictions, placements, _judge_explain_placement, _placement,
+        p = self.params
+        placements, reasons = _reference_placements(p), _reference_placement_reasons(p)
+
+        def explain(key, given, raw):
+            if given is None:
+                text = repr(raw)
+                text = text if len(text) <= 40 else text[:40] + "..."
+                return f"give the index of a CPU (an int from 0 to {p['cpus'] - 1}) or {ERROR!r}, not {text}.", ""
+            return f"you predicted {given!r}: {_judge_placement_mistake(key, given, p)}", reasons[key]
+
+        fb = grade_items(Feedback(), predictions, placements, explain, _placement,
                          "the CPU index each matmul runs on, or 'error'")
         right = fb.points
         if isinstance(predictions, dict) and len(predictions) > 1:
@@ -123,9 +162,9 @@ class PredictPlacement(Exercise):
             if len(set(given)) == 1 and given[0] is not None:
                 fb.note("You gave the same answer for every line, but the lines differ in which blocks are open "
                         "and whether their device exists.")
-            elif [_placement(predictions.get(k)) for k in ("e", "f")] == [MISSING_CPU, ERROR]:
+            elif [_placement(predictions.get(k)) for k in ("e", "f")] == [p["missing"], ERROR]:
                 fb.note(f"Your e and f are what these lines would do in this notebook's kernel (8 CPUs), not in the "
-                        f"script's process ({CPU_COUNT} CPUs).")
+                        f"script's process ({p['cpus']} CPUs).")
         fb.points = 2 if right == len(placements) else 1 if right == len(placements) - 1 else 0
         return fb
 

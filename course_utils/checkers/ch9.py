@@ -3,26 +3,32 @@
 Exercises 1 and 2 (the learner's pipelines, run by the checker) live in :mod:`.ch9_feed`; this module holds the
 prediction (exercise 3) and the true-or-false statements (exercise 4), which need no TensorFlow to check.
 """
+import functools
+import itertools
 import re
 
+from . import ch9_texts
 from .answers import grade_items, grade_statements, is_placeholder
 from .ch9_feed import DatasetFnFromFiles, ShuffleUnderData
 from .core import Exercise, Feedback, chapter
+from .variants import NUMBER_WORDS
 
-# Exercise 3: what each of WHO_WORKERS workers' copy of a pipeline reads under the default auto-shard policy, AUTO,
-# for the cases of SHARDING_CASES, none of which the chapter ran, each answered with one of the words of READINGS. The
-# cases are made from files[:n], n TFRecord files; the exercise notebook's "Watch it" cell runs them with
-# input_ops.auto_shard_dataset(dataset, WHO_WORKERS, worker, WHO_WORKERS), the sharding step the strategy applies to
-# each worker's copy (after it rebatches; the cases are unbatched, so DATA keeps every WHO_WORKERS-th element).
+# Exercise 3: what each of a job's workers' copy of a pipeline reads under the default auto-shard policy, AUTO, for the
+# cases of SHARDING_CASES, none of which the chapter ran, each answered with one of the words of READINGS. The cases
+# are made from files[:n], n TFRecord files, n per case; the exercise notebook's "Watch it" cell runs them with
+# input_ops.auto_shard_dataset(dataset, workers, worker, workers), the sharding step the strategy applies to each
+# worker's copy (after it rebatches; the cases are unbatched, so DATA keeps every workers-th element). It varies per
+# student (:mod:`.variants`): the workers and each case's files. Measured (test_variants runs the watch cell): a case
+# with fewer files (or, by DATA, elements) than workers fails on the workers 0 .. n-1 with "Could not apply FILE based
+# sharding", even when it shards by DATA, and the workers n .. workers-1 read nothing.
 WHO_WORKERS, WHO_MANY_FILES, WHO_FEW_FILES = 4, 6, 3
-SHARDING_CASES = {  # the exercise's cases, as the notebook lists them
-    "many_files": f"tf.data.TFRecordDataset(files[:{WHO_MANY_FILES}]): the records of {WHO_MANY_FILES} TFRecord files",
-    "few_files": f"tf.data.TFRecordDataset(files[:{WHO_FEW_FILES}]): the records of {WHO_FEW_FILES} TFRecord files",
-    "interleaved": f"tf.data.Dataset.from_tensor_slices(files[:{WHO_MANY_FILES}]).interleave(tf.data.TFRecordDataset, "
-                   f"cycle_length=2): the records of the same {WHO_MANY_FILES} files, two files read side by side",
-    "whole_files": f"tf.data.Dataset.from_tensor_slices(files[:{WHO_MANY_FILES}]).map(tf.io.read_file): each of the "
-                   f"same {WHO_MANY_FILES} files read whole, as one element",
-}
+SHARDING_CASES = ("many_files", "few_files", "interleaved", "whole_files")  # the exercise's cases, in its order
+FILE_CASES = ("many_files", "few_files", "interleaved")  # the cases with a file-reading dataset (FILE, or its error)
+DRAWN_WORKERS = range(2, 7)  # a variant's workers; each case's files: 1 to 2 x workers - 1 (too few below workers)
+FAILING_SETS = [  # the cases a variant makes fail: any set in which "few_files" fails when "many_files" does, but the
+    set(cases) for size in range(len(SHARDING_CASES) + 1)  # defaults' (a copy of the self-study answer would pass)
+    for cases in itertools.combinations(SHARDING_CASES, size)
+    if ("many_files" not in cases or "few_files" in cases) and cases != ("few_files",)]
 
 
 def _nth(n):
@@ -30,20 +36,24 @@ def _nth(n):
     return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n, 'th')}"
 
 
-READINGS = {  # the menu of answers, as the notebook lists it (every case is one of them)
-    "by file": f"each worker reads only files of its own: worker i the files i, i + {WHO_WORKERS}, ...",
-    "by element": f"each worker reads all the data and keeps every {_nth(WHO_WORKERS)} element: worker 0 the elements "
-                  f"0, {WHO_WORKERS}, {2 * WHO_WORKERS}, ..., worker 1 the elements 1, {WHO_WORKERS + 1}, ...",
-    "everything": "nothing is split: every worker reads and keeps all the data",
-    "error": "a worker's pipeline raises an error when it is read",
-}
+def _readings_menu(workers=WHO_WORKERS):
+    """The menu of answers, as the notebook lists it for ``workers`` workers (every case is one of them)."""
+    return {
+        "by file": f"each worker reads only files of its own: worker i the files i, i + {workers}, ...",
+        "by element": f"each worker reads all the data and keeps every {_nth(workers)} element: worker 0 the elements "
+                      f"0, {workers}, {2 * workers}, ..., worker 1 the elements 1, {workers + 1}, ...",
+        "everything": "nothing is split: every worker reads and keeps all the data",
+        "error": "a worker's pipeline raises an error when it is read",
+    }
+
+
+READINGS = _readings_menu()  # the defaults' menu (its keys are the answers of every variant)
 READING_WORDS = {  # what else a learner may type for each answer (compared in lower case, spaces collapsed)
     "by file": ("file", "files", "by files", "per file", "file based", "file sharding", "shard by file",
                 "sharded by file", "split by file", "by file name"),
-    "by element": ("element", "elements", "by elements", "per element", f"by element every {_nth(WHO_WORKERS)}",
-                   f"every {_nth(WHO_WORKERS)} element", "by data", "data", "data based", "data sharding",
-                   "shard by element", "sharded by element", "split by element", "shard by data", "sharded by data",
-                   "by example", "by examples", "by record", "by records"),
+    "by element": ("element", "elements", "by elements", "per element", "by data", "data", "data based",
+                   "data sharding", "shard by element", "sharded by element", "split by element", "shard by data",
+                   "sharded by data", "by example", "by examples", "by record", "by records"),
     "everything": ("all", "all the data", "every worker reads everything", "each worker reads everything",
                    "all workers read everything", "no split", "not split", "no sharding", "not sharded", "unsharded",
                    "off"),
@@ -68,15 +78,19 @@ def _plain_words(text):
     return re.sub(r"^(?:tf\.data\.experimental\.)?(?:autoshardpolicy|policy)\.", "", text)
 
 
-_READING_OF = {_plain_words(text): reading for reading, words in READING_WORDS.items()
-               for text in (reading, *words, READINGS[reading])}
+@functools.lru_cache(maxsize=None)
+def _reading_of(workers):
+    """{plain words: answer} of every spelling :data:`READING_WORDS` and the menu for ``workers`` workers allow."""
+    menu = _readings_menu(workers)
+    return {_plain_words(text): reading for reading, words in READING_WORDS.items()
+            for text in (reading, *words, menu[reading])}
 
 
-def _normalize_reading(value):
+def _normalize_reading(value, workers=WHO_WORKERS):
     """One of READINGS from what a learner typed: "by file", " By File ", "FILE", "AutoShardPolicy.DATA",
-    "by element (every 2nd)", "error: worker 0 fails", "every worker reads everything", a menu line copied whole, ...,
-    or else text that holds the keyword (READING_KEYWORDS) of exactly one answer ("worker 0 errors", "element-wise");
-    other text as :func:`_plain_words` gives it, anything else unchanged.
+    "by element (every 2nd)", "error: worker 0 fails", "every worker reads everything", a line of the menu for
+    ``workers`` workers copied whole, ..., or else text that holds the keyword (READING_KEYWORDS) of exactly one answer
+    ("worker 0 errors", "element-wise"); other text as :func:`_plain_words` gives it, anything else unchanged.
 
     Example:
         >>> _normalize_reading("AutoShardPolicy.DATA"), _normalize_reading("By element (every 2nd)")
@@ -84,70 +98,159 @@ def _normalize_reading(value):
     """
     if not isinstance(value, str):
         return value
-    text = _plain_words(value)
-    if text in _READING_OF:
-        return _READING_OF[text]
+    text, known = _plain_words(value), _reading_of(workers)
+    if text in known:
+        return known[text]
     head = re.split(r"[:(;,]", text, maxsplit=1)[0].strip()  # "by element (every 2nd)", "error: worker 0 fails"
-    if head in _READING_OF:
-        return _READING_OF[head]
+    if head in known:
+        return known[head]
     found = [reading for reading, keyword in READING_KEYWORDS.items() if re.search(keyword, text)]
     return found[0] if len(found) == 1 else text  # "error on worker 0", "element-wise"; "all the files": neither
 
 
-def _reference_readings():
-    """Exercise 3's answer (for WHO_FEW_FILES < WHO_WORKERS <= WHO_MANY_FILES, as the why and the answers say)."""
-    return {"many_files": "by file", "few_files": "error", "interleaved": "by file", "whole_files": "by element"}
+def _kept_code(workers, guarded):
+    """The watch cell's count of the elements one worker keeps of whole_files; ``guarded``: catching its error (the
+    variants', whose whole_files may fail; the defaults' cell as it was)."""
+    kept = f'kept = len(list(input_ops.auto_shard_dataset(cases["whole_files"], {workers}, worker, {workers})))'
+    if not guarded:
+        return kept
+    return (f"try:\n{' ' * 16}{kept}\n{' ' * 12}except tf.errors.OpError as err:\n{' ' * 16}"
+            f"kept = f\"none ({{type(err).__name__}})\"")
 
 
-def _reference_reading_why():
+def _shard_defaults():
+    return {"workers": WHO_WORKERS, "many_files": WHO_MANY_FILES, "few_files": WHO_FEW_FILES,
+            "interleaved": WHO_MANY_FILES, "whole_files": WHO_MANY_FILES}
+
+
+def _reference_readings(params=None):
+    """Exercise 3's answer for ``params`` (default: the defaults): a case with fewer files than workers fails (by FILE
+    and, measured, by DATA too); else the cases with a file-reading dataset shard by FILE, whole_files by DATA."""
+    p = params or _shard_defaults()
+    return {case: "error" if p[case] < p["workers"] else "by file" if case in FILE_CASES else "by element"
+            for case in SHARDING_CASES}
+
+
+def _workers_text(first, last, verb=("", "")):
+    """(0, 2, ('fails', 'fail')) -> 'workers 0-2 fail'; (3, 3, ('gets nothing', ...)) -> 'worker 3 gets nothing'."""
+    if first == last:
+        return f"worker {first} {verb[0]}".rstrip()
+    names = f"workers {first}-{last}" if last > first + 1 else f"workers {first} and {last}"
+    return f"{names} {verb[1]}".rstrip()
+
+
+def _files(n, what="files"):
+    """(1, 'files') -> '1 file'; (3, 'TFRecord files') -> '3 TFRecord files'."""
+    return f"{n} {what[:-1] if n == 1 else what}"
+
+
+def _error_text(files, workers):
+    """Who fails, and who reads nothing, when ``files`` files (or elements) meet ``workers`` workers."""
+    failing = _workers_text(0, files - 1, ("fails", "fail"))
+    return f"{failing}, {_workers_text(files, workers - 1, ('gets nothing', 'get nothing'))}"
+
+
+def _files_of_workers(files, workers):
+    """[[the files worker 0 opens], ...] when ``files`` files are split by FILE over ``workers`` workers."""
+    return [list(range(worker, files, workers)) for worker in range(workers)]
+
+
+def _reference_reading_why(params=None):
     """Why each wrong answer of exercise 3 is wrong (it rules the answer out without naming the right one)."""
+    p = params or _shard_defaults()
+    workers, truth = p["workers"], _reference_readings(p)
     everything = ("Under AUTO, the default, the strategy does shard each worker's copy of the pipeline: only OFF "
                   "leaves it whole.")
-    return {
-        ("many_files", "by element"): "AUTO shards by DATA (every element to one worker) only when tf.data finds NO "
-                                      "file-reading dataset in the pipeline, and a TFRecordDataset is one.",
-        ("many_files", "everything"): everything,
-        ("many_files", "error"): f"FILE sharding fails only with fewer files than workers; here {WHO_MANY_FILES} files "
-                                 f"meet {WHO_WORKERS} workers. That the files do not divide evenly is no error.",
-        ("few_files", "by element"): "AUTO does not fall back from FILE to DATA because the files are too few: it "
-                                     "falls back only when it finds no file-reading dataset at all.",
-        ("few_files", "by file"): "AUTO does choose FILE sharding here (a TFRecordDataset). Count the files: what does "
-                                  "FILE sharding do with fewer files than workers?",
-        ("few_files", "everything"): everything + " A pipeline with few files is sharded too.",
-        ("interleaved", "by element"): "The auto-shard rewrite looks inside the function of interleave (and of "
-                                       "flat_map) too, for a reader that reads the function's argument.",
-        ("interleaved", "everything"): everything,
-        ("interleaved", "error"): f"There are {WHO_MANY_FILES} file names for {WHO_WORKERS} workers.",
-        ("whole_files", "by file"): "tf.io.read_file is an operation inside a map, not a file-reading dataset: which "
-                                    "reader can tf.data find in this pipeline to split by file?",
-        ("whole_files", "everything"): everything,
-        ("whole_files", "error"): "The FILE sharding error needs a file-reading dataset to shard, and this pipeline "
-                                  "has none.",
-    }
+    reader = {"many_files": "a TFRecordDataset", "few_files": "a TFRecordDataset",
+              "interleaved": "the TFRecordDataset inside interleave's function"}
+    why = {}
+    for case in SHARDING_CASES:
+        n = p[case]
+        why[case, "everything"] = everything + (" A pipeline with few files is sharded too." if n < workers else "")
+        enough = f"Here {_files(n)} meet {workers} workers" + (": that they do not divide evenly is no error." if
+                                                             n % workers else ".")
+        if case in FILE_CASES and truth[case] == "by file":
+            why[case, "by element"] = (
+                "The auto-shard rewrite looks inside the function of interleave (and of flat_map) too, for a reader "
+                "that reads the function's argument." if case == "interleaved" else
+                "AUTO shards by DATA (every element to one worker) only when tf.data finds NO file-reading dataset "
+                "in the pipeline, and a TFRecordDataset is one.")
+            why[case, "error"] = f"FILE sharding fails only with fewer files than workers. {enough}"
+        elif case in FILE_CASES:
+            why[case, "by element"] = ("AUTO does not fall back from FILE to DATA because the files are too few: it "
+                                       "falls back only when it finds no file-reading dataset at all.")
+            why[case, "by file"] = (f"AUTO does choose FILE sharding here ({reader[case]}). Count the files: what "
+                                    f"does FILE sharding do with fewer files than workers?")
+        elif truth[case] == "by element":
+            why[case, "by file"] = ("tf.io.read_file is an operation inside a map, not a file-reading dataset: which "
+                                    "reader can tf.data find in this pipeline to split by file?")
+            why[case, "error"] = (f"Sharding fails only when there are fewer elements than workers. Here {n} "
+                                  f"elements (whole files) meet {workers} workers.")
+        else:
+            why[case, "by element"] = (f"Count the elements: {_files(n, 'whole files')} for {workers} workers. What "
+                                       f"does the sharding step do when a worker would get no element at all?")
+            why[case, "by file"] = ("tf.io.read_file is an operation inside a map, not a file-reading dataset; and "
+                                    f"count the elements: {_files(n, 'whole files')} for {workers} workers.")
+    return why
 
 
-def _reference_reading_answers():
+def _reference_reading_answers(params=None):
     """What exercise 3's right answers are, and why, as the exercise notebook's "Watch it" cell shows them."""
-    last = WHO_WORKERS - 1
-    return {
-        "many_files": f"It is 'by file': worker i opens the files i, i + {WHO_WORKERS}, ... only: worker 0 files 0 and "
-                      f"{WHO_WORKERS}, worker 1 files 1 and {WHO_WORKERS + 1}, the others one file each.",
-        "few_files": f"It is 'error': {WHO_FEW_FILES} files for {WHO_WORKERS} workers. Every worker that gets a file "
-                     f"fails with 'Could not apply FILE based sharding', and worker {last}, which gets none, silently "
-                     f"reads nothing.",
-        "interleaved": "It is 'by file': the rewrite finds the TFRecordDataset inside interleave's function, reading "
-                       "its argument, and shards the list of file names before it: each worker opens only its own "
-                       "files.",
-        "whole_files": f"It is 'by element': tf.data finds no file-reading dataset, so AUTO shards by DATA at the end: "
-                       f"every worker reads all {WHO_MANY_FILES} files and keeps every {_nth(WHO_WORKERS)}. The "
-                       f"elements are whole files, so worker 0 keeps files 0 and {WHO_WORKERS}, as by file, but only "
-                       f"after reading all {WHO_MANY_FILES}.",
-    }
+    p = params or _shard_defaults()
+    workers, truth, answers = p["workers"], _reference_readings(p), {}
+    for case in SHARDING_CASES:
+        n = p[case]
+        if truth[case] == "error":
+            answers[case] = (f"It is 'error': {_files(n)} for {workers} workers. Every worker that gets "
+                             f"{'a file' if case in FILE_CASES else 'an element'} fails with 'Could not apply FILE "
+                             f"based sharding' (the message says FILE even when tf.data shards by DATA), and "
+                             f"{_workers_text(n, workers - 1)}, which {'gets' if n == workers - 1 else 'get'} none, "
+                             f"silently {'reads' if n == workers - 1 else 'read'} nothing.")
+        elif case == "whole_files":
+            answers[case] = (f"It is 'by element': tf.data finds no file-reading dataset, so AUTO shards by DATA at "
+                             f"the end: every worker reads all {n} files and keeps every {_nth(workers)}. The elements "
+                             f"are whole files, so worker 0 keeps the files {_files_of_workers(n, workers)[0]}, as by "
+                             f"file, but only after reading all {n}.")
+        elif case == "interleaved":
+            answers[case] = ("It is 'by file': the rewrite finds the TFRecordDataset inside interleave's function, "
+                             "reading its argument, and shards the list of file names before it: each worker opens "
+                             f"only its own files ({_file_groups(n, workers)}).")
+        else:
+            answers[case] = (f"It is 'by file': worker i opens the files i, i + {workers}, ... only: "
+                             f"{_file_groups(n, workers)}.")
+    return answers
+
+
+def _file_groups(files, workers):
+    """'worker 0 the files [0, 4], worker 1 [1, 5], worker 2 [2], worker 3 [3]'."""
+    groups = _files_of_workers(files, workers)
+    return ", ".join([f"worker 0 the files {groups[0]}", *(f"worker {w} {g}" for w, g in enumerate(groups) if w)])
+
+
+def _reference_solution_comment(case, p):
+    """The comment of ``case``'s line in the solution cell (the defaults' as the notebook had them)."""
+    workers, n, truth = p["workers"], p[case], _reference_readings(p)[case]
+    if case == "whole_files":
+        return ("read_file is no reader dataset: DATA, " +
+                (f"each worker reads all {n} files" if truth != "error" else
+                 f"but {_files(n)} for {workers} workers: {_error_text(n, workers)}"))
+    if truth == "by file" and case == "interleaved":
+        again = " again" if _reference_readings(p)["many_files"] == "by file" else ""
+        return f"the reader inside interleave's function is found: FILE{again}"
+    if truth == "by file":
+        groups = " | ".join(", ".join(map(str, group)) for group in _files_of_workers(n, workers))
+        return f"a file reader, and enough files: AUTO shards by FILE ({groups})"
+    found = {"many_files": "a file reader: FILE", "few_files": "still FILE",
+             "interleaved": "the reader inside interleave's function is found: FILE"}[case]
+    return f"{found}, but {_files(n)} for {workers} workers: {_error_text(n, workers)}"
 
 
 class WhoReadsWhat(Exercise):
     title = "Who reads what"
     points = len(SHARDING_CASES)  # one per case
+    defaults = _shard_defaults()
+    templates = {"c10": ch9_texts.READINGS_QUESTION, "ch9-q3": ch9_texts.READINGS_SOLUTION,
+                 "c13": ch9_texts.READINGS_WATCH_TEXT, "c14": ch9_texts.READINGS_WATCH}
     hints = (
         "For each case ask what tf.data asks under AUTO: does the pipeline hold a dataset that reads files (such as "
         "TFRecordDataset, also inside the function of interleave or flat_map)? If it does, how many files are there "
@@ -155,13 +258,62 @@ class WhoReadsWhat(Exercise):
         "Under AUTO, tf.data looks for a file-reading source. Found: it shards by FILE (worker i reads the files i, "
         "i + n, ...), which needs at least as many files as workers. Not found: it shards by DATA, at the very end of "
         "the pipeline. It does not switch from FILE to DATA because there are too few files. An operation that reads "
-        "a file (tf.io.read_file) is no file-reading dataset.",
+        "a file (tf.io.read_file) is no file-reading dataset. Either way, every worker must get at least one file or "
+        "element.",
     )
 
+    @staticmethod
+    def draw(rng):
+        """Which cases fail first, evenly over FAILING_SETS; then workers 2-6 (3-6 when both record cases fail) and,
+        per case, 1 to workers - 1 files when it fails, workers to 2 x workers - 1 when it does not ("many_files"
+        more than "few_files")."""
+        failing = rng.choice(FAILING_SETS)
+        both = {"many_files", "few_files"} <= failing
+        workers = rng.choice([w for w in DRAWN_WORKERS if w >= 3 or not both])
+        pools = {case: range(1, workers) if case in failing else range(workers, 2 * workers) for case in SHARDING_CASES}
+        if ("many_files" in failing) == ("few_files" in failing):
+            few, many = sorted(rng.sample(pools["few_files"], 2))
+        else:
+            few, many = rng.choice(pools["few_files"]), rng.choice(pools["many_files"])
+        return {"workers": workers, "many_files": many, "few_files": few,
+                "interleaved": rng.choice(pools["interleaved"]), "whole_files": rng.choice(pools["whole_files"])}
+
+    def text_values(self):
+        p = self.params
+        most, workers = max(p[case] for case in SHARDING_CASES), p["workers"]
+        same = lambda case: f"the same {p[case]} files" if p[case] == p["many_files"] else _files(p[case])  # noqa: E731
+        slices = "tf.data.Dataset.from_tensor_slices(files[:{}])"
+        interleave = f"{slices.format(p['interleaved'])}.interleave(tf.data.TFRecordDataset, "
+        indent = " " * len(f'            "interleaved": {interleave}')
+        return {**p, "workers_word": NUMBER_WORDS[workers], "most": most, "most_word": NUMBER_WORDS.get(most, most),
+                "nth": _nth(workers), "twice": 2 * workers, "plus_one": workers + 1,
+                "many_files_code": f"tf.data.TFRecordDataset(files[:{p['many_files']}])",
+                "few_files_code": f"tf.data.TFRecordDataset(files[:{p['few_files']}])",
+                "many_files_text": f"the records of {_files(p['many_files'], 'TFRecord files')}",
+                "few_files_text": f"the records of {_files(p['few_files'], 'TFRecord files')}",
+                "interleaved_code": interleave + "cycle_length=2)",
+                "interleaved_text": f"the records of {same('interleaved')}, two files read side by side",
+                "interleaved_watch": f"{interleave.rstrip()}\n{indent[:-len('tf.data.TFRecordDataset, ')]}"
+                                     f"cycle_length=2)",
+                "whole_files_code": f"{slices.format(p['whole_files'])}.map(tf.io.read_file)",
+                "whole_files_text": f"each of {same('whole_files')} read whole, as one element",
+                "whole_files_watch": f"{slices.format(p['whole_files'])}.map(read_whole)",
+                "kept": _kept_code(workers, guarded=p != _shard_defaults())}
+
+    def reference_values(self):
+        truth, lines = _reference_readings(self.params), []
+        for number, case in enumerate(SHARDING_CASES):
+            start = "readings = {" if number == 0 else " " * 12
+            end = "}" if number == len(SHARDING_CASES) - 1 else ","
+            comment = _reference_solution_comment(case, self.params)
+            lines.append(f'{start}"{case}": "{truth[case]}"{end}'.ljust(42) + f"# {comment}")
+        return {"readings_code": "\n".join(lines)}
+
     def grade(self, readings):
+        workers = self.params["workers"]
         if isinstance(readings, dict):
-            readings = {k: (v if is_placeholder(v) else _normalize_reading(v)) for k, v in readings.items()}
-        why, answers = _reference_reading_why(), _reference_reading_answers()
+            readings = {k: (v if is_placeholder(v) else _normalize_reading(v, workers)) for k, v in readings.items()}
+        why, answers = _reference_reading_why(self.params), _reference_reading_answers(self.params)
         menu = ", ".join(repr(reading) for reading in READINGS)
 
         def explain(case, given, raw):
@@ -172,7 +324,7 @@ class WhoReadsWhat(Exercise):
                         "")
             return f"{raw!r}: answer with one of {menu}.", ""
 
-        return grade_items(Feedback(), readings, _reference_readings(), explain, lambda v: v,
+        return grade_items(Feedback(), readings, _reference_readings(self.params), explain, lambda v: v,
                            f"each one of {menu}")
 
 

@@ -596,20 +596,21 @@ def test_ch9_q3_the_answers_are_what_tensorflow_does(tmp_path):
     assert int(read.numpy()) == ch9.WHO_MANY_FILES  # by element: worker 0 read all six files to keep two
 
 
-def test_ch9_q3_the_question_shows_the_cases_the_checker_judges():
-    """The exercise's table and SHARDING_CASES are written twice (markdown and code): they must agree."""
+def test_ch9_q3_the_notebooks_show_the_defaults_cells():
+    """The exercise's cells are its templates filled with the defaults (``python3 course.py build`` writes them)."""
     from pathlib import Path
 
     import nbformat
 
-    root = Path(__file__).resolve().parents[2]
+    from course_utils.checkers import chapter_definition
+
+    root, cells = Path(__file__).resolve().parents[2], chapter_definition(9).rendered_cells()
     for folder in ("solutions", "exercises"):
         nb = nbformat.read(root / folder / "09_watch_and_feed.ipynb", as_version=4)
-        question = next(cell.source for cell in nb.cells if cell.get("id") == "c10")
-        for key, case in ch9.SHARDING_CASES.items():
-            code, words = case.split(": ", 1)
-            assert f"| `\"{key}\"` | `{code}`: {words} |" in question, (folder, key)
-        assert f"**{ {4: 'four'}[ch9.WHO_WORKERS]} workers**" in question and "every 4th element" in question
+        shown = {cell.get("id"): cell.source for cell in nb.cells}
+        for cell in ("c10", "c13", "c14"):
+            assert shown[cell] == cells[cell], (folder, cell)
+        assert "**four workers**" in shown["c10"] and "every 4th element" in shown["c10"]
 
 
 # --- exercise 4: where the logs go ---------------------------------------------------------------------------------
