@@ -6,7 +6,8 @@ prediction (exercise 3) and the true-or-false statements (exercise 4), which nee
 import re
 
 from .answers import grade_items, grade_statements, is_placeholder
-from .ch9_feed import DatasetFnFromFiles, ShuffleUnderData
+from .ch9_files import DatasetFnFromFiles
+from .ch9_pipeline import ShuffleUnderData
 from .core import Exercise, Feedback, chapter
 
 # Exercise 3: what each of WHO_WORKERS workers' copy of a pipeline reads under the default auto-shard policy, AUTO,
