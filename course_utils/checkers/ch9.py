@@ -1,7 +1,8 @@
 """Chapter 9 · Watch and feed a distributed job: the exercises' graders and hints.
 
-Exercises 1 and 2 (the learner's pipelines, run by the checker) live in :mod:`.ch9_feed`; this module holds the
-prediction (exercise 3) and the true-or-false statements (exercise 4), which need no TensorFlow to check.
+Exercises 1 and 2 (the learner's pipelines, run by the checker) live in :mod:`.ch9_files` and :mod:`.ch9_pipeline`;
+this module holds the prediction (exercise 3) and the true-or-false statements (exercise 4), which need no
+TensorFlow to check.
 """
 import functools
 import itertools
@@ -9,7 +10,8 @@ import re
 
 from . import ch9_texts
 from .answers import grade_items, grade_statements, is_placeholder
-from .ch9_feed import DatasetFnFromFiles, ShuffleUnderData
+from .ch9_files import DatasetFnFromFiles
+from .ch9_pipeline import ShuffleUnderData
 from .core import Exercise, Feedback, chapter
 from .variants import NUMBER_WORDS
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from course_utils.checkers import ch9, ch9_feed, exercises
+from course_utils.checkers import ch9, ch9_files, ch9_pipeline, exercises
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
@@ -75,12 +75,12 @@ def test_ch9_q1_right_for_every_run_the_grader_draws():
     q1 = exercises(9).q1
     drawn = set()
     for seed in range(1, 6):
-        drawn |= {replicas for _, replicas in ch9_feed.q1_runs(seed)}
+        drawn |= {replicas for _, replicas in ch9_files.q1_runs(seed)}
         assert_correct(q1.judge_export(q1.export(q1_right_answers()[0], seed=seed), seed))
-    assert drawn == set(ch9_feed.Q1_REPLICA_CHOICES)
-    assert ch9_feed.q1_runs(0) == [(2, 8), (3, 4)]
-    shares = [ch9_feed.Q1_EXAMPLES // pipelines for pipelines in ch9_feed.Q1_PIPELINES]
-    assert all(share % (ch9_feed.Q1_GLOBAL_BATCH // r) == 0 for share in shares for r in ch9_feed.Q1_REPLICA_CHOICES)
+    assert drawn == set(ch9_files.Q1_REPLICA_CHOICES)
+    assert ch9_files.q1_runs(0) == [(2, 8), (3, 4)]
+    shares = [ch9_files.Q1_EXAMPLES // pipelines for pipelines in ch9_files.Q1_PIPELINES]
+    assert all(share % (ch9_files.Q1_GLOBAL_BATCH // r) == 0 for share in shares for r in ch9_files.Q1_REPLICA_CHOICES)
 
 
 def test_ch9_q1_the_chapters_dataset_fn_copied_reads_every_file():
@@ -219,7 +219,7 @@ def test_ch9_q1_a_shuffle_that_leaves_the_files_in_order():
 
 
 def test_ch9_file_order_kept():
-    from course_utils.checkers.ch9_feed import file_order_kept
+    from course_utils.checkers.ch9_files import file_order_kept
 
     assert file_order_kept(list(range(80)), 40) == 1.0
     assert file_order_kept([3, 2, 1, 0, 7, 6, 5, 4], 4) == -1.0
@@ -261,7 +261,7 @@ def test_ch9_q1_first_try_and_graded_feedback_hold_the_answer_back():
 def test_ch9_q1_sandbox_copy_collects_what_the_grader_judges():
     import tensorflow as tf
 
-    copy = stripped_exercise("ch9_feed", "DatasetFnFromFiles", 9, "q1")
+    copy = stripped_exercise("ch9_files", "DatasetFnFromFiles", 9, "q1")
     real = exercises(9).q1
     wrong = factory(lambda files, c, batch: mine(files, c).flat_map(tf.data.TFRecordDataset).map(parse).batch(batch))
     for answer, status in ((q1_right_answers()[0], "correct"), (wrong, "partial")):
@@ -271,13 +271,13 @@ def test_ch9_q1_sandbox_copy_collects_what_the_grader_judges():
 def test_ch9_q1_write_job_files(tmp_path):
     import tensorflow as tf
 
-    paths = ch9_feed.write_job_files(str(tmp_path), 3, 4)
+    paths = ch9_files.write_job_files(str(tmp_path), 3, 4)
     assert [p.split("/")[-1] for p in paths] == ["part-00-of-03.tfrecord", "part-01-of-03.tfrecord",
                                                  "part-02-of-03.tfrecord"]
     assert [int(parse(r)) for r in tf.data.TFRecordDataset(paths)] == list(range(12))
     for bad in (0, -1, 2.5, True, "3"):
         with pytest.raises(ValueError, match="positive whole number"):
-            ch9_feed.write_job_files(str(tmp_path), bad, 4)
+            ch9_files.write_job_files(str(tmp_path), bad, 4)
 
 
 # --- exercise 2: shuffle and cache under DATA sharding -------------------------------------------------------------
@@ -307,11 +307,11 @@ def test_ch9_q2_right_for_every_run_the_grader_draws():
     q2 = exercises(9).q2
     drawn = set()
     for seed in range(1, 6):
-        drawn |= set(ch9_feed.q2_runs(seed))
+        drawn |= set(ch9_pipeline.q2_runs(seed))
         assert_correct(q2.judge_export(q2.export(q2_right_answers()[0], seed=seed), seed))
-    assert drawn == set(ch9_feed.Q2_WORKER_CHOICES) and ch9_feed.q2_runs(0) == (2, 3)
-    assert all(ch9_feed.Q2_GLOBAL_BATCH % (w * ch9_feed.Q2_REPLICAS_PER_WORKER) == 0
-               for w in ch9_feed.Q2_WORKER_CHOICES) and ch9_feed.Q2_EXAMPLES % ch9_feed.Q2_GLOBAL_BATCH == 0
+    assert drawn == set(ch9_pipeline.Q2_WORKER_CHOICES) and ch9_pipeline.q2_runs(0) == (2, 3)
+    assert all(ch9_pipeline.Q2_GLOBAL_BATCH % (w * ch9_pipeline.Q2_REPLICAS_PER_WORKER) == 0
+               for w in ch9_pipeline.Q2_WORKER_CHOICES) and ch9_pipeline.Q2_EXAMPLES % ch9_pipeline.Q2_GLOBAL_BATCH == 0
 
 
 def test_ch9_q2_an_unseeded_shuffle_reads_examples_twice():
@@ -455,7 +455,7 @@ def test_ch9_q2_first_try_and_graded_feedback_hold_the_answer_back():
 
 
 def test_ch9_q2_sandbox_copy_collects_what_the_grader_judges():
-    copy = stripped_exercise("ch9_feed", "ShuffleUnderData", 9, "q2")
+    copy = stripped_exercise("ch9_pipeline", "ShuffleUnderData", 9, "q2")
     real = exercises(9).q2
     def no_cache(records, decode, global_batch):
         return records.map(decode).shuffle(1_000, seed=1).batch(global_batch)
@@ -695,12 +695,15 @@ def test_ch9_the_sandbox_copies_state_no_answer():
         assert not holding(module, answer), answer
     assert module.LOG_STATEMENTS == ch9.LOG_STATEMENTS and module.READINGS == ch9.READINGS
     assert module.SHARDING_CASES == ch9.SHARDING_CASES
-    for cls in module.CHAPTER.exercises:  # exercises 1 and 2 come from the real ch9_feed here
+    for cls in module.CHAPTER.exercises:  # exercises 1 and 2 come from the real ch9_files and ch9_pipeline here
         assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls)))
-    feed, undefined = sandbox_copy("ch9_feed")
-    assert not undefined and not [name for name in vars(feed) if name.startswith("_judge")]
-    for cls in (feed.DatasetFnFromFiles, feed.ShuffleUnderData):
-        assert cls.hints and "collect" in vars(cls) and not {"grade", "judge"} & set(vars(cls)), cls.__name__
+    for name, exercise in (("ch9_read", None), ("ch9_files", "DatasetFnFromFiles"),
+                           ("ch9_pipeline", "ShuffleUnderData")):
+        copy, undefined = sandbox_copy(name)
+        assert not undefined and not [left for left in vars(copy) if left.startswith("_judge")], name
+        if exercise:
+            cls = getattr(copy, exercise)
+            assert cls.hints and "collect" in vars(cls) and not {"grade", "judge"} & set(vars(cls)), exercise
 
 
 def test_ch9_q3_q4_need_no_tensorflow_to_check(monkeypatch):
