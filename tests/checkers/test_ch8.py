@@ -898,7 +898,7 @@ def test_ch8_stripped_copy_still_collects(name, request):
 
 # --- the graded sandbox's copy of this module states no answer ------------------------------------
 
-@pytest.mark.parametrize("name", ["ch8", "ch8_build", "ch8_run", "ch8_port"])
+@pytest.mark.parametrize("name", ["ch8", "ch8_build", "ch8_run", "ch8_port", "ch8_sent", "ch8_texts"])
 def test_ch8_the_sandbox_copy_states_no_answer(name):
     from course_utils.checkers import ch8, ch8_build, ch8_port
 
