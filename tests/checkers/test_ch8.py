@@ -613,7 +613,7 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
     "every kernel split, whatever the budget": (  # issue 37: the second case's budget needs no split
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("M", None))),
         ["sends fewer bytes per step", "The second case", "device 0 holds 2344 of the model's 4552 bytes",
-         "a split sends more bytes per step than it saves", "Here none"], 4, 4),
+         "every split sends more bytes per step than nothing split", "Here none"], 4, 4),
     # Fixed rules that never price the bytes sent: each fits, and each fails a case (brief h45b).
     "the biggest weights first, on their first divisible axis (both kernels by rows)": (
         _learner(keys=_greedy), ["Your placement fits, but another placement that fits sends fewer bytes",
@@ -621,7 +621,7 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
         5, 5),
     "the first layout of the chapter's table that fits, for every kernel": (
         _learner(keys=_by_rule("table order")), ["sends fewer bytes per step", "The second case",
-                                                 "a split sends more bytes per step than it saves"], 4, 4),
+                                                 "every split sends more bytes per step than nothing split"], 4, 4),
     "the most sharded choice that fits (the fewest bytes held)": (
         _learner(keys=_by_rule("most sharded")), ["sends fewer bytes per step", "The second case"], 4, 4),
     "the least sharded choice that fits (the most bytes held)": (
@@ -807,7 +807,7 @@ def test_ch8_q4_not_a_function(q4_results):
 
 def test_ch8_q4_graded_feedback_keeps_the_answer_back(q4_results):
     answers = ["re.escape(weight.path)", "batch_dim_name=device_mesh.axis_names[0]", "Split the biggest weights",
-               "Here none",
+               "Here none", "The chapter's pair sends the fewest", "nothing split sends 6,834 B",
                "One step on the whole batch", "The checker's NumPy loss is", "from_logits=True)"]
     for name in WRONG_Q4:
         graded = q4_results[name]["graded"]
