@@ -20,7 +20,7 @@ UNSHARDED_WORD = "unsharded"  # DTensor's 'not split' (dtensor.UNSHARDED), read 
 # PartitionSpec (the answer). The chapter's Rosetta showed these five rank-2 layouts; a variant is none of them.
 MYSTERY_SHAPE = (6, 12)
 ROSETTA_LAYOUTS = ((None, "model"), ("model", None), ("batch", None), ("batch", "model"), (None, None))
-MYSTERY_SIZES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24)  # the lengths a variant's axes take (those a mesh axis splits: divisible)
+MYSTERY_SIZES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24)  # a variant's axis lengths (divisible where a mesh axis splits)
 # Exercise 2's model: Flatten -> Dense(256, name="d1") -> Dense(128, name="d2") -> Dense(10, name="d3"), named "mlp3".
 PORT_SHAPES = {"mlp3/d1/kernel": (784, 256), "mlp3/d1/bias": (256,), "mlp3/d2/kernel": (256, 128),
                "mlp3/d2/bias": (128,), "mlp3/d3/kernel": (128, 10), "mlp3/d3/bias": (10,)}
@@ -221,7 +221,8 @@ class ReadSharding(Exercise):
             why = (f"that is the size of '{axis}', a mesh axis the spec names: devices along it hold DIFFERENT "
                    f"pieces. Which devices hold the same piece?")
         else:
-            why = "count the devices whose shard has the same .index: they differ only along mesh axes the spec does not name"
+            why = ("count the devices whose shard has the same .index: they differ only along mesh axes the spec does "
+                   "not name")
         fb.wrong(f"copies: {why}" + ("" if why.endswith("?") else "."), answer=f"copies = {true_copies}")
 
     @staticmethod
