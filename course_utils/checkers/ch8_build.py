@@ -346,8 +346,8 @@ class BudgetStep(Exercise):
             fb.wrong(f"{where}: device {device} holds {pieces[device]} of the model's {whole} bytes: weights are split "
                      f"though the whole model fits the budget on every device. Here, with {ROOMY['batch']} examples, "
                      f"every split sends more bytes per step than nothing split: what it adds (activations added up "
-                     f"over the mesh's second axis, or a weight gathered over the first) outweighs the smaller gradient "
-                     f"all-reduce.{measured} Of the placements that fit, take the one that sends the fewest bytes.",
+                     f"over the mesh's second axis, or a weight gathered over the first) outweighs the smaller gradient"
+                     f" all-reduce.{measured} Of the placements that fit, take the one that sends the fewest bytes.",
                      answer=f"Here none: every weight whole (an empty LayoutMap, or DataParallel); nothing split sends "
                             f"{_reference_fewest_sent(ROOMY):,} B per device per step on the given mesh.")
         else:
