@@ -5,16 +5,22 @@ Exercises 1 and 3's answers are data. Exercise 2's answer is a function that por
 Exercise 4 (``ch8_build.py``) runs the learner's training step with Keras on JAX in ``collect``; its ``judge``
 uses NumPy only. Nothing here imports JAX, Keras or TensorFlow at module level.
 """
+import itertools
 import math
 
+from . import ch8_texts
 from .answers import as_int, as_number, as_shape
 from .core import Exercise, Feedback, chapter
+from .variants import NUMBER_WORDS
 from .ch8_build import BudgetStep
 from .ch8_port import COLLEAGUE_MAP, PortAnyLayoutMap
 
 UNSHARDED_WORD = "unsharded"  # DTensor's 'not split' (dtensor.UNSHARDED), read in any case
-# Exercise 1's array: a 6 x 12 arange, placed on the chapter's 4 x 2 mesh; its PartitionSpec is the answer.
+# Exercise 1's array: an arange of the variant's shape, placed on the chapter's 4 x 2 mesh with the variant's
+# PartitionSpec (the answer). The chapter's Rosetta showed these five rank-2 layouts; a variant is none of them.
 MYSTERY_SHAPE = (6, 12)
+ROSETTA_LAYOUTS = ((None, "model"), ("model", None), ("batch", None), ("batch", "model"), (None, None))
+MYSTERY_SIZES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24)  # a variant's axis lengths (divisible where a mesh axis splits)
 # Exercise 2's model: Flatten -> Dense(256, name="d1") -> Dense(128, name="d2") -> Dense(10, name="d3"), named "mlp3".
 PORT_SHAPES = {"mlp3/d1/kernel": (784, 256), "mlp3/d1/bias": (256,), "mlp3/d2/kernel": (256, 128),
                "mlp3/d2/bias": (128,), "mlp3/d3/kernel": (128, 10), "mlp3/d3/bias": (10,)}
@@ -38,11 +44,14 @@ def _reference_port_axes():
     return _reference_tf_keras_axes(COLLEAGUE_MAP, PORT_SHAPES)
 
 
-def _reference_mystery():
-    """Exercise 1's answer: the array (6 x 12) is placed with PartitionSpec(None, "batch") on the 4 x 2 mesh; its
-    spec, the shape of each device's piece, and how many devices hold each piece (the mesh axis the spec does not
-    name replicates it)."""
-    return (None, "batch"), (MYSTERY_SHAPE[0], MYSTERY_SHAPE[1] // MESH_AXES["batch"]), MESH_AXES["model"]
+def _reference_mystery(params=None):
+    """Exercise 1's answer: the array (by default 6 x 12) is placed with its PartitionSpec (by default
+    (None, "batch")) on the 4 x 2 mesh; its spec, the shape of each device's piece, and how many devices hold each
+    piece (the mesh axes the spec does not name replicate it)."""
+    params = params or ReadSharding.defaults
+    spec = tuple(params["spec"])
+    shape = tuple(n // MESH_AXES[axis] if axis else n for n, axis in zip(params["shape"], spec))
+    return spec, shape, math.prod(size for axis, size in MESH_AXES.items() if axis not in spec)
 
 
 def _axes_data(value):
@@ -75,10 +84,18 @@ def _shape_text(shape):
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
+def _axis_name(index, rank):
+    """How a hint names array axis ``index``: the rows and the columns of a matrix, else by number."""
+    return ("the rows", "the columns")[index] if rank == 2 else f"array axis {index}"
+
+
 class ReadSharding(Exercise):
     title = "Read a JAX sharding and name its layout"
     points = 3
     none_is_answer = True  # (None, None) is a meaningful (wrong) answer; the placeholders are `...`
+    defaults = {"shape": list(MYSTERY_SHAPE), "spec": [None, "batch"]}
+    templates = {"c02": ch8_texts.SHARDING_QUESTION, "c03": ch8_texts.SHARDING_ARRAY,
+                 "ch8-q1": ch8_texts.SHARDING_SOLUTION}
     hints = (
         "Print mystery.sharding: a NamedSharding is a mesh plus a PartitionSpec, one entry per array axis.",
         "A PartitionSpec entry None means 'not split along this array axis': DTensor writes it as "
@@ -87,6 +104,45 @@ class ReadSharding(Exercise):
         "name: count the devices whose shard has the same .index.",
     )
 
+    @staticmethod
+    def draw(rng):
+        """A rank-2 or rank-3 array and a spec that names one or both mesh axes, none of the chapter's Rosetta layouts
+        nor the self-study one; every split axis divisible by its mesh axis."""
+        specs = [spec for rank in (2, 3) for spec in itertools.product((None, "batch", "model"), repeat=rank)
+                 if any(spec) and len(set(filter(None, spec))) == sum(map(bool, spec))
+                 and spec not in ROSETTA_LAYOUTS and list(spec) != ReadSharding.defaults["spec"]]
+        spec = rng.choice(specs)
+        shape = [rng.choice([n for n in MYSTERY_SIZES if not axis or n % MESH_AXES[axis] == 0 and n > MESH_AXES[axis]])
+                 for axis in spec]
+        return {"shape": shape, "spec": list(spec)}
+
+    def text_values(self):
+        shape, spec = self.params["shape"], self.params["spec"]
+        return {"shape_text": " × ".join(map(str, shape)), "size": math.prod(shape),
+                "shape_args": ", ".join(map(str, shape)),
+                "spec_args": ", ".join("None" if axis is None else f'"{axis}"' for axis in spec)}
+
+    def reference_values(self):
+        spec, piece, copies = _reference_mystery(self.params)
+        shape, rank = self.params["shape"], len(spec)
+        notes = []
+        for index, (n, axis) in enumerate(zip(shape, spec)):
+            name = _axis_name(index, rank)
+            if axis is None:
+                notes.append(f"the {n} {name[4:]} stay whole" if rank == 2 else f"{name} ({n}) stays whole")
+            elif rank == 2:
+                notes.append(f"{n} {name[4:]} over {axis} ({MESH_AXES[axis]}) -> {n // MESH_AXES[axis]} {name[4:]}")
+            else:
+                notes.append(f"{name}: {n} over {axis} ({MESH_AXES[axis]}) -> {n // MESH_AXES[axis]}")
+        left = [axis for axis in MESH_AXES if axis not in spec]
+        copies_note = (f"'{left[0]}' (size {MESH_AXES[left[0]]}) is not named: each piece sits on "
+                       + ("a pair of devices" if copies == 2 else f"{copies} devices") if left else
+                       "both mesh axes are named: every device holds a piece of its own")
+        return {"keras_axes": "(" + ", ".join("None" if a is None else f'"{a}"' for a in spec) + ")",
+                "dtensor_specs": "[" + ", ".join(f'"{UNSHARDED_WORD if a is None else a}"' for a in spec) + "]",
+                "shard_shape": _shape_text(piece), "shard_note": "; ".join(notes), "copies": copies,
+                "copies_note": copies_note}
+
     def collect(self, keras_axes, dtensor_specs, shard_shape, copies, seed=0):
         """The answers as plain data: a PartitionSpec, TensorLayout or Layout as its axes (:func:`_axes_data`),
         the rest as given. Nothing depends on ``seed``."""
@@ -94,25 +150,28 @@ class ReadSharding(Exercise):
 
     def grade(self, keras_axes, dtensor_specs, shard_shape, copies):
         fb = Feedback()
-        spec, true_shape, true_copies = _reference_mystery()
+        spec, true_shape, true_copies = _reference_mystery(self.params)
         self._grade_keras_axes(fb, keras_axes, spec)
         self._grade_dtensor_specs(fb, dtensor_specs, [UNSHARDED_WORD if axis is None else axis for axis in spec])
-        self._grade_piece(fb, as_shape(shard_shape), as_int(copies), true_shape, true_copies)
+        self._grade_piece(fb, as_shape(shard_shape), as_int(copies), true_shape, true_copies, self.params)
         return fb
 
     @staticmethod
     def _grade_keras_axes(fb, keras_axes, spec):
         given = tuple(_entry(a) for a in keras_axes) if isinstance(keras_axes, (list, tuple)) else keras_axes
+        rank = NUMBER_WORDS.get(len(spec), str(len(spec)))
         if given == spec:
             fb.right("the Keras TensorLayout axes")
         elif isinstance(given, tuple) and any(a in (UNSHARDED_WORD, "None") for a in given):
             fb.wrong("keras_axes: Keras writes 'not split' as the Python value None, not as a string.")
         elif isinstance(given, tuple) and len(given) != len(spec):
-            fb.wrong(f"keras_axes: give one entry per ARRAY axis: mystery has {len(MYSTERY_SHAPE)} axes, you gave "
+            fb.wrong(f"keras_axes: give one entry per ARRAY axis: mystery has {len(spec)} axes, you gave "
                      f"{len(given)} entries.")
         elif isinstance(given, tuple) and sorted(map(str, given)) == sorted(map(str, spec)):
-            fb.wrong("keras_axes: entry i says how array axis i is split. Which of mystery's two axes does its "
-                     "PartitionSpec split?", answer=f"The names are right, in the wrong order: keras_axes = {spec!r}.")
+            question = (f"Which of mystery's {rank} axes does its PartitionSpec split?"
+                        if sum(map(bool, spec)) == 1 else f"Which mesh axis splits which of mystery's {rank} axes?")
+            fb.wrong(f"keras_axes: entry i says how array axis i is split. {question}",
+                     answer=f"The names are right, in the wrong order: keras_axes = {spec!r}.")
         else:
             fb.wrong("keras_axes: the Keras axes are one entry per array axis, the same entries as the PartitionSpec.",
                      answer=f"keras_axes = {spec!r}")
@@ -134,32 +193,60 @@ class ReadSharding(Exercise):
                      "array axis.", answer=f"dtensor_specs = {want!r}")
 
     @staticmethod
-    def _grade_piece(fb, shape, copies, true_shape, true_copies):
+    def _grade_piece(fb, shape, copies, true_shape, true_copies, params):
         devices = math.prod(MESH_AXES.values())
         if shape == true_shape and copies == true_copies:
             fb.right("each piece's shape and how many devices hold it")
             return
+        full, spec = tuple(params["shape"]), tuple(params["spec"])
+        named = [axis for axis in spec if axis]
         if shape != true_shape:
-            rows, columns = MYSTERY_SHAPE
-            why = {MYSTERY_SHAPE: "that is the whole array: each device holds a piece of it",
-                   (rows, columns // MESH_AXES["model"]): "you divided by the size of 'model'; which mesh axis does "
-                                                          "the spec name?",
-                   (rows, columns // devices): f"you divided by all {devices} devices; only the mesh axis the spec "
-                                               f"names splits the array"}.get(shape)
-            if why is None and shape is not None and len(shape) == 2 and shape[1] == columns and shape[0] < rows:
-                why = "you split the rows; which array axis does the spec split?"
+            why = ReadSharding._grade_shape_slip(shape, full, spec, devices)
             fb.wrong(f"shard_shape: {why}" + ("" if why.endswith("?") else ".") if why else
                      "shard_shape: divide each split array axis by the size of the mesh axis that splits it; an axis "
                      "that is not split stays whole.", answer=f"shard_shape = {true_shape}")
             if copies == true_copies:
                 return
-        why = {1: "a mesh axis the spec does not name does not split the array: what does it do to the pieces?",
-               MESH_AXES["batch"]: "that is the size of 'batch', the mesh axis that splits the array: devices "
-                                   "along it hold DIFFERENT pieces. Which devices hold the same piece?",
-               devices: f"not all {devices} devices hold the same piece: the spec splits the array over one mesh "
-                        f"axis"}.get(copies, "count the devices whose shard has the same .index: they differ only "
-                                             "along mesh axes the spec does not name")
+        splitting = math.prod(MESH_AXES[axis] for axis in named)
+        how = "one mesh axis" if len(named) == 1 else "both mesh axes"
+        if copies == 1:
+            why = "a mesh axis the spec does not name does not split the array: what does it do to the pieces?"
+        elif copies == devices:
+            why = f"not all {devices} devices hold the same piece: the spec splits the array over {how}"
+        elif len(named) == 1 and copies == splitting:
+            why = (f"that is the size of '{named[0]}', the mesh axis that splits the array: devices along it hold "
+                   f"DIFFERENT pieces. Which devices hold the same piece?")
+        elif copies in [MESH_AXES[axis] for axis in named]:
+            axis = next(axis for axis in named if MESH_AXES[axis] == copies)
+            why = (f"that is the size of '{axis}', a mesh axis the spec names: devices along it hold DIFFERENT "
+                   f"pieces. Which devices hold the same piece?")
+        else:
+            why = ("count the devices whose shard has the same .index: they differ only along mesh axes the spec does "
+                   "not name")
         fb.wrong(f"copies: {why}" + ("" if why.endswith("?") else "."), answer=f"copies = {true_copies}")
+
+    @staticmethod
+    def _grade_shape_slip(shape, full, spec, devices):
+        """What a wrong shard shape says of how it was worked out, or None."""
+        if shape is None or len(shape) != len(full):
+            return None
+        named = [axis for axis in spec if axis]
+        other = {"batch": "model", "model": "batch"}
+        swapped = tuple(n // MESH_AXES[other[axis]] if axis else n for n, axis in zip(full, spec))
+        by_all = tuple(n // devices if axis else n for n, axis in zip(full, spec))
+        if shape == full:
+            return "that is the whole array: each device holds a piece of it"
+        if shape == swapped:
+            return (f"you divided by the size of '{other[named[0]]}'; which mesh axis does the spec name?"
+                    if len(named) == 1 else
+                    "you swapped the two mesh axes' sizes; which mesh axis does the spec name for each array axis?")
+        if len(named) == 1 and shape == by_all:
+            return f"you divided by all {devices} devices; only the mesh axis the spec names splits the array"
+        whole = [index for index, axis in enumerate(spec) if axis is None and shape[index] < full[index]]
+        if whole:
+            name = _axis_name(whole[0], len(full))
+            return f"you split {name}, which the spec keeps whole; which array axis does it split?"
+        return None
 
 
 def _reference_bytes_per_device(layouts=None, mesh_axes=MESH_AXES, shapes=PORT_SHAPES, bytes_per_number=4):

@@ -9,6 +9,7 @@ import re
 from .answers import short_error
 from .core import Exercise, Feedback
 from .ch8_run import _ModelMaker, _call_with_time_limit, _device_ids, describe_builds, describe_step
+from .ch8_sent import bytes_sent, step_collectives
 
 
 BUDGET_MODEL = "tower"
@@ -21,9 +22,11 @@ BUDGET_SECONDS = 60  # the learner's call: a stuck all-reduce (some jax versions
 TIGHT = {"model": BUDGET_MODEL, "input": BUDGET_INPUT, "layers": BUDGET_LAYERS, "mesh": BUDGET_MESH,
          "bytes": BUDGET_BYTES, "batch": BUDGET_BATCH}
 # Issue 37: a second case, run once the first returns, whose budget the whole model fits (4 552 bytes): the budget is
-# a decision, and splitting nothing is its answer here. Another model, mesh, axis names and batch.
+# a decision, and splitting nothing is its answer here: with 512 examples, 128 per group, every split sends more bytes
+# per step than none (what it adds over 'cols' or 'rows' outweighs the gradient bytes it saves; test_ch8.py measures).
+# Another model, mesh, axis names and batch.
 ROOMY = {"model": "stack", "input": (6, 6, 1), "layers": (("s1", 24, "relu"), ("s2", 10, None)),
-         "mesh": ((4, 2), ("rows", "cols")), "bytes": 20_000, "batch": 16}
+         "mesh": ((4, 2), ("rows", "cols")), "bytes": 20_000, "batch": 512}
 KERAS_RULES = ("search", "fullmatch")  # Keras 3.13 (Colab), Keras 3.15
 
 
@@ -67,6 +70,14 @@ def _reference_numpy_step(values, images, labels, case=TIGHT):
         if index:
             d = (d @ values[f"{model}/{name}/kernel"].T) * (pres[index - 1] > 0)
     return loss, gradients
+
+
+def _reference_fewest_sent(case):
+    """The fewest bytes one device sends per step among the placements that fit ``case`` (every layout of every
+    weight over the mesh's axes that divide it, measured from the compiled step: tests/checkers/test_ch8.py
+    enumerates them): the chapter's pair (the first kernel by columns, the second by rows) in the tight case,
+    nothing split in the roomy one."""
+    return 12_140 if case is TIGHT else 6_834
 
 
 def _in_tf_keras_form_for(key, paths):
@@ -130,13 +141,48 @@ def _collect_case(train_one_step, devices, case, seed):
                          "model_is_none": pair and returned[0] is None,
                          "model_build": build_of(returned[0]) if pair else None,
                          "loss_build": build_of(returned[1]) if pair else None},
-            "builds": describe_builds(builds, list(values)), "step": None}
+            "builds": describe_builds(builds, list(values)), "step": None,
+            "sent": _measure_sent(make_model, builds, build_of(returned[0]) if pair else None, images, labels,
+                                  split_only=case is ROOMY)}
     if "error" in outcome:
         error = outcome["error"]
         data.update(error=short_error(error), attribute_error=isinstance(error, AttributeError))
     elif data["outcome"] == "value" and data["returned"]["model_build"] is not None:
         data["step"] = describe_step(*returned)
     return data
+
+
+def _measure_sent(make_model, builds, returned_build, images, labels, split_only=False):
+    """Per build of ``builds``: the collectives of one compiled step (:func:`.ch8_sent.step_collectives`) under its
+    distribution (a ModelParallel's layouts with the batch along the mesh's first axis, as the exercise asks, so
+    that a wrong batch_dim_name is told once), for the build the judge reads (the model returned, else the last
+    built under a distribution); None for the others, or the error's text where Keras or JAX could not place it.
+    With ``split_only`` (the roomy case, whose feedback prices only a split), a model with every weight whole on
+    every device is not compiled again (a compile takes a second or two)."""
+    sent = [None] * len(builds)
+    placed = [index for index, build in enumerate(builds) if build["distribution"] is not None]
+    index = returned_build if returned_build is not None and returned_build in placed else (
+        placed[-1] if placed else None)
+    if index is not None and split_only:
+        model = builds[index]["model"]
+        try:
+            whole = all(shard.data.nbytes == weight.value.nbytes for weight in model.weights
+                        for shard in weight.value.addressable_shards)
+        except Exception:
+            whole = False
+        index = None if whole else index
+    if index is not None:
+        from keras import distribution as kd
+
+        distribution = builds[index]["distribution"]
+        if isinstance(distribution, kd.ModelParallel):  # the placement's price: the batch along the first axis
+            distribution = kd.ModelParallel(layout_map=distribution._layout_map,
+                                            batch_dim_name=distribution.device_mesh.axis_names[0])
+        try:
+            sent[index] = step_collectives(make_model, distribution, images.shape, labels.shape)
+        except Exception as err:
+            sent[index] = short_error(err)
+    return sent
 
 
 STUCK = ("train_one_step did not return within {seconds} s: the devices' all-reduce is probably stuck (a problem "
@@ -149,17 +195,19 @@ class BudgetStep(Exercise):
     points = 6
     hints = (
         "Call make_model() once outside any distribution and print each weight's path, shape and value.nbytes: which "
-        "weights must be split, over the mesh's second axis, for one device's share to fit budget_bytes? That is "
-        "exercise 3's arithmetic and exercise 2's keys, for a model you only meet inside the function.",
+        "placements keep one device's share within budget_bytes? Of those, which sends the fewest bytes per step? "
+        "That is exercise 3's arithmetic, section 4's ring formula and exercise 2's keys, for a model you only meet "
+        "inside the function.",
         "Keys: one per weight you split, a pattern for its whole path (re.escape(weight.path) means the same under "
         "re.search and re.fullmatch); value: a tuple with device_mesh.axis_names[1] on an axis whose size that mesh "
         "axis divides, None elsewhere. Then kd.ModelParallel(layout_map=..., batch_dim_name=device_mesh.axis_names[0]) "
         "and, inside its scope(): model = make_model(), compile, then one step: fit(images, labels, "
         "batch_size=len(images), epochs=1); its History holds the loss.",
-        "The heart of it: for weight in sorted(probe.weights, key=lambda w: w.value.nbytes, reverse=True): while the "
-        "bytes per device are over the budget, set layout_map[re.escape(weight.path)] = (None, ..., model_axis, ...) "
-        "on an axis it divides, and count that weight as value.nbytes // ways. Return model, "
-        "history.history['loss'][0].",
+        "The heart of it: price two placements, nothing split and the chapter's pair (the first Dense kernel by "
+        "columns with its bias, the second by rows). With g and w the mesh's sizes, one device holds `held` bytes "
+        "and sends about 2 (g-1)/g * held for the gradients, plus, for the pair, 2 (w-1)/w * 4 * len(images) / g * "
+        "(the second layer's units) for the logits. Keep those within the budget, take the one that sends the "
+        "fewest, and return model, history.history['loss'][0].",
     )
 
     def unanswered(self, answer):
@@ -179,8 +227,9 @@ class BudgetStep(Exercise):
         text) and ``"attribute_error"``; ``"returned"`` (its type's name, whether it is ``...``, a pair, a pair
         whose model is None, and which build the model (or the loss) is); ``"builds"`` (per call of
         make_model: :func:`.ch8_run.describe_builds`); ``"step"`` (:func:`.ch8_run.describe_step` of the
-        model returned, when make_model built it), all for :data:`TIGHT`; and ``"roomy"``: the same for
-        :data:`ROOMY`, run once the first case returned (else None).
+        model returned, when make_model built it); ``"sent"`` (per build, the collectives of a step compiled under
+        its distribution, for the build judged: :func:`_measure_sent`), all for :data:`TIGHT`; and ``"roomy"``: the
+        same for :data:`ROOMY`, run once the first case returned (else None).
         """
         data = {"callable": callable(train_one_step), "type": type(train_one_step).__name__}
         if not data["callable"]:
@@ -229,7 +278,8 @@ class BudgetStep(Exercise):
         layout_map = distribution["layout_map"] if distribution and distribution["kind"] == "ModelParallel" else None
         measured = build["held"] if build is not None and build["built"] else None
         if measured is not None:
-            self._judge_budget(fb, measured, BUDGET_BYTES)
+            if self._judge_budget(fb, measured, BUDGET_BYTES):
+                self._judge_sent(fb, data["sent"][next(i for i, b in enumerate(builds) if b is build)], TIGHT)
         elif build is not None:
             fb.wrong("Each device's bytes: not measured, make_model() could not build the model on the mesh"
                      + (" (see the LayoutMap below)." if layout_map is not None else "."))
@@ -290,11 +340,16 @@ class BudgetStep(Exercise):
         elif any(held < whole for held in build["held"][0].values()):
             pieces = build["held"][0]
             device = min(pieces, key=pieces.get)
+            collectives = roomy.get("sent", [None] * len(builds))[returned["model_build"]]
+            measured = (f" Measured from the compiled step, yours sends {bytes_sent(collectives):,} B per device per "
+                        f"step." if isinstance(collectives, list) else "")
             fb.wrong(f"{where}: device {device} holds {pieces[device]} of the model's {whole} bytes: weights are split "
-                     f"though the whole model fits the budget on every device. A split weight adds collectives over "
-                     f"the mesh's second axis to every step (the chapter's section 4 measured an all-reduce over "
-                     f"'model' on top of the gradients'); split only as many weights as the budget needs.",
-                     answer="Here none: every weight whole (an empty LayoutMap, or DataParallel).")
+                     f"though the whole model fits the budget on every device. Here, with {ROOMY['batch']} examples, "
+                     f"every split sends more bytes per step than nothing split: what it adds (activations added up "
+                     f"over the mesh's second axis, or a weight gathered over the first) outweighs the smaller gradient"
+                     f" all-reduce.{measured} Of the placements that fit, take the one that sends the fewest bytes.",
+                     answer=f"Here none: every weight whole (an empty LayoutMap, or DataParallel); nothing split sends "
+                            f"{_reference_fewest_sent(ROOMY):,} B per device per step on the given mesh.")
         else:
             want = _reference_numpy_step(values, images, labels, ROOMY)[0]
             got = float(roomy["step"]["loss"])
@@ -420,10 +475,10 @@ class BudgetStep(Exercise):
                      f"outside the distribution is not on the mesh.")
         elif held[worst] <= budget:
             fb.right(f"every device holds at most {held[worst]} bytes of weights (budget {budget}), read from the "
-                     f"shards", points=2)
-            return
+                     f"shards")
+            return True
         if len(held) == 1:
-            return
+            return False
         pieces = ", ".join(f"{path} {nbytes} of {whole[path]}"
                            for path, nbytes in sorted(per_weight[worst].items(), key=lambda item: -item[1]))
         if all(per_weight[worst][path] == whole[path] for path in whole) and len(held) > 1:
@@ -434,6 +489,29 @@ class BudgetStep(Exercise):
                      f"each weight on it: {pieces}.",
                      answer="Split the biggest weights that are still whole, or split them more ways, until the sum "
                             "fits.")
+        return False
+
+    @staticmethod
+    def _judge_sent(fb, collectives, case):
+        """Of the placements that fit, whether the learner's sends the fewest bytes per step (measured from the
+        compiled step, :mod:`.ch8_sent`), against :func:`_reference_fewest_sent`."""
+        if not isinstance(collectives, list):
+            fb.wrong(f"Bytes sent per step: not measured, the checker could not compile a step of the model under "
+                     f"your distribution ({collectives}).")
+            return
+        sent, fewest = bytes_sent(collectives), _reference_fewest_sent(case)
+        if sent <= fewest + 12:  # a few bytes of bookkeeping (the loss) may differ between Keras versions
+            fb.right(f"of the placements that fit, one that sends the fewest bytes per step ({sent:,} B per device, "
+                     f"measured from the compiled step)")
+            return
+        ran = ", ".join(f"{op} of {nbytes:,} B over {size} devices" for op, nbytes, size in collectives)
+        fb.wrong(f"Your placement fits, but another placement that fits sends fewer bytes per step. Yours sends "
+                 f"{sent:,} B per device per step, measured from the compiled step ({ran}; a ring all-reduce of B "
+                 f"bytes over n devices sends 2 (n-1)/n B, chapter 8's section 4). A kernel split by rows alone makes "
+                 f"the devices add up and gather activations, and a weight split over the batch axis is gathered "
+                 f"every step: price each placement that fits before you choose.",
+                 answer=f"The chapter's pair sends the fewest: the first layer's kernel by columns (its bias with it "
+                        f"or whole), the second's by rows, {fewest:,} B per device per step.")
 
     @staticmethod
     def _judge_step(fb, step, values, images, labels, calls=()):

@@ -18,19 +18,20 @@ class _ModelMaker:
     """``make_model`` for the learner's function: the checker's model with the checker's starting weights.
 
     Each call notes the Keras distribution it ran under (before building, so that a layout Keras
-    cannot place is still seen) and the model it built.
+    cannot place is still seen) and the model it built; the checker's own probes (``noted=False``) are not noted.
     """
 
     def __init__(self, values, model_name, input_shape, layers):
         self.values, self.builds = values, []
         self.model_name, self.input_shape, self.layers = model_name, input_shape, layers
 
-    def __call__(self):
+    def __call__(self, noted=True):
         import keras
         from keras import distribution as kd
 
         build = {"distribution": kd.distribution(), "model": None, "held": None, "calls": []}
-        self.builds.append(build)
+        if noted:
+            self.builds.append(build)
         model = keras.Sequential(  # zeros, then the checker's values: no random initializer to compile per shape
             [keras.Input(self.input_shape), keras.layers.Flatten()]
             + [keras.layers.Dense(units, activation=activation, name=name, kernel_initializer="zeros")
@@ -38,6 +39,8 @@ class _ModelMaker:
             name=self.model_name)
         for weight in model.weights:
             weight.assign(self.values[weight.path])
+        if not noted:
+            return model
         for method in ("fit", "train_on_batch"):  # each call's arguments are noted, so that feedback can name them
             object.__setattr__(model, method, _noting_calls(getattr(model, method), method, build["calls"]))
         build["model"] = model

@@ -1,8 +1,10 @@
 """Chapter 8's checkers: JAX shardings, a ported LayoutMap, bytes per device."""
+import math
+
 import numpy as np
 import pytest
 
-from course_utils.checkers import exercises
+from course_utils.checkers import ch8_build, exercises
 from helpers import (assert_correct, assert_hint, assert_tool_not_imported_before, grade, holding, sandbox_copy,
                      stripped_exercise)
 
@@ -112,6 +114,27 @@ def test_ch8_q1_knows_what_jax_does_with_the_exercise_array(mystery):
     assert tuple(mystery.sharding.spec) == spec and mystery.shape == ch8.MYSTERY_SHAPE
     assert tuple(mystery.addressable_shards[0].data.shape) == shard_shape
     assert indices.count(indices[0]) == copies
+
+
+def test_ch8_q1_every_draw_is_what_jax_does(jax8):
+    """Issue 40: each variant's array, placed as its cell places it on the 4 x 2 mesh, has the reference's spec,
+    shard shape and copies; none is a layout of the chapter's Rosetta."""
+    import random
+
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from course_utils.checkers import ch8
+
+    mesh = Mesh(np.array(jax8.devices()[:8]).reshape(4, 2), ("batch", "model"))
+    rng = random.Random(8)
+    for params in [ch8.ReadSharding.draw(rng) for _ in range(40)]:
+        spec, shard_shape, copies = ch8._reference_mystery(params)
+        assert spec not in ch8.ROSETTA_LAYOUTS and list(spec) != ch8.ReadSharding.defaults["spec"], params
+        array = jax8.device_put(np.arange(math.prod(params["shape"]), dtype=np.float32).reshape(params["shape"]),
+                                NamedSharding(mesh, PartitionSpec(*params["spec"])))
+        indices = [tuple((s.start, s.stop) for s in shard.index) for shard in array.addressable_shards]
+        assert tuple(array.addressable_shards[0].data.shape) == shard_shape and indices.count(indices[0]) == copies
+        assert all(min(piece) > 1 for piece in [shard_shape])  # a piece is never a single row
 
 
 def test_ch8_q1_reads_the_sharding(mystery):
@@ -364,8 +387,9 @@ def test_ch8_q3_first_wrong_check_does_not_do_the_arithmetic():
 # train_one_step, made by _learner from the choices a learner makes.
 
 
-def _greedy(weights, device_mesh, budget):
-    """The solution's choice: the biggest weights first, over the mesh's second axis, until the budget holds."""
+def _greedy(weights, device_mesh, budget, examples):
+    """The biggest weights first, each on its first axis the mesh's second axis divides, until the budget holds: in
+    the first case both kernels by rows, which fits but sends more bytes per step than the chapter's pair."""
     import re
 
     model_axis, ways = device_mesh.axis_names[1], device_mesh.shape[1]
@@ -378,9 +402,75 @@ def _greedy(weights, device_mesh, budget):
     return keys
 
 
+def _priced(weights, device_mesh, budget, examples):
+    """The solution's choice: of nothing split and the chapter's pair (a kernel by columns with its bias, the next by
+    rows), the one within the budget that sends the fewest bytes by section 4's ring formula (the pair when neither
+    fits, so that a wrong mesh still shows its bytes)."""
+    import re
+
+    groups, ways = device_mesh.shape
+    model_axis = device_mesh.axis_names[1]
+    kernels = [w for w in weights if w.path.endswith("/kernel")]
+    pair, units = {}, 0
+    for first, second in zip(kernels[::2], kernels[1::2]):
+        if first.shape[1] % ways == 0:
+            pair.update({re.escape(first.path): (None, model_axis), re.escape(first.path[:-6] + "bias"): (model_axis,),
+                         re.escape(second.path): (model_axis, None)})
+            units += second.shape[1]
+
+    def held(keys):
+        return sum(w.value.nbytes // (ways if re.escape(w.path) in keys else 1) for w in weights)
+
+    def sent(keys):
+        return 2 * (groups - 1) / groups * held(keys) + (2 * (ways - 1) / ways * 4 * examples / groups * units
+                                                         if keys else 0)
+
+    return min([keys for keys in ({}, pair) if held(keys) <= budget] or [pair], key=sent)
+
+
+# Chapter 8's Rosetta table of layouts, in its order ('B' the mesh's first axis, 'M' its second): a learner who picks
+# by a fixed rule over these, without pricing the bytes sent, must fail a case (issue 37, brief h45b).
+TABLE = ((None, "M"), ("M", None), ("B", None), ("B", "M"), (None, None))
+
+
+def _by_rule(rule):
+    """Keys for every kernel (biases whole) by a fixed rule over :data:`TABLE`'s layouts the mesh divides: "table
+    order" (the first layout, given to every kernel, that fits), "most sharded" (of the fitting choices per kernel,
+    the one that holds the least) or "least sharded" (the one that holds the most)."""
+    def keys(weights, device_mesh, budget, examples):
+        import itertools
+        import re
+
+        names = dict(zip("BM", device_mesh.axis_names))
+        sizes = dict(zip("BM", device_mesh.shape))
+        kernels = [w for w in weights if w.path.endswith("/kernel")]
+
+        def fits_axes(weight, layout):
+            return all(axis is None or size % sizes[axis] == 0 for size, axis in zip(weight.shape, layout))
+
+        def held(choice):
+            ways = {w.path: math.prod(sizes[a] for a in layout if a) for w, layout in zip(kernels, choice)}
+            return sum(w.value.nbytes // ways.get(w.path, 1) for w in weights)
+
+        def as_keys(choice):
+            return {re.escape(w.path): tuple(names.get(a) for a in layout)
+                    for w, layout in zip(kernels, choice) if any(layout)}
+
+        if rule == "table order":
+            for layout in TABLE:
+                choice = [layout] * len(kernels)
+                if all(fits_axes(w, layout) for w in kernels) and held(choice) <= budget:
+                    return as_keys(choice)
+            return {}
+        options = [[layout for layout in TABLE if fits_axes(w, layout)] for w in kernels]
+        fitting = [choice for choice in itertools.product(*options) if held(choice) <= budget]
+        return as_keys((min if rule == "most sharded" else max)(fitting, key=held))
+    return keys
+
+
 def _per_layer(pattern, kernel, bias=None, only=None):
     """Keys written per Dense layer from the layer names read off a probe model: ``pattern`` formats the key."""
-    def keys(weights, device_mesh, budget):
+    def keys(weights, device_mesh, budget, examples):
         batch_axis, model_axis = device_mesh.axis_names
         axes = {"kernel": kernel, "bias": bias}
         out = {}
@@ -395,7 +485,7 @@ def _per_layer(pattern, kernel, bias=None, only=None):
 
 def _fixed(entries):
     """Keys written out for the first case's model; 'data' and 'model' stand for the mesh's first and second axis."""
-    def keys(weights, device_mesh, budget):
+    def keys(weights, device_mesh, budget, examples):
         names = dict(zip(("data", "model"), device_mesh.axis_names))
         return {key: tuple(names.get(axis, axis) for axis in axes) for key, axes in entries.items()}
     return keys
@@ -403,11 +493,11 @@ def _fixed(entries):
 
 def _when_over(keys):
     """``keys`` only when the whole model is over the budget: no key at all when it fits."""
-    return lambda weights, device_mesh, budget: (
-        keys(weights, device_mesh, budget) if sum(w.value.nbytes for w in weights) > budget else {})
+    return lambda weights, device_mesh, budget, examples: (
+        keys(weights, device_mesh, budget, examples) if sum(w.value.nbytes for w in weights) > budget else {})
 
 
-def _learner(keys=_greedy, distribution="model", batch_dim_name="first", build="scope", step="fit",
+def _learner(keys=_priced, distribution="model", batch_dim_name="first", build="scope", step="fit",
              returns="pair", mesh="given", from_logits=True, optimizer="adam"):
     def train_one_step(make_model, device_mesh, budget_bytes, images, labels):
         import keras
@@ -432,7 +522,7 @@ def _learner(keys=_greedy, distribution="model", batch_dim_name="first", build="
             return None
         weights = make_model().weights  # a probe, off the mesh: paths, shapes, bytes
         layout_map = kd.LayoutMap(device_mesh)
-        for key, axes in keys(weights, device_mesh, budget_bytes).items():
+        for key, axes in keys(weights, device_mesh, budget_bytes, len(images)).items():
             layout_map[key] = axes
         fits = sum(w.value.nbytes for w in weights) <= budget_bytes
         if distribution == "data" or (distribution == "data when it fits" and fits):
@@ -488,16 +578,17 @@ def _no_scope():
 
 
 RIGHT_Q4 = {  # several right choices per case, to keep the child quick
-    "greedy, exact paths, fit on the whole batch (the solution)": _learner(),
-    "every kernel by rows, '.*/layer/kernel' keys; train_on_batch with a metric: [loss, accuracy]": _learner(
-        keys=_per_layer(".*/{layer}/{kind}", ("M", None), only=("h1", "out")), step="metrics"),
+    "priced: nothing split or the chapter's pair, exact paths, fit on the whole batch (the solution)": _learner(),
+    "the pair without its bias, '.*/layer/kernel' keys; train_on_batch with a metric: [loss, accuracy]": _learner(
+        keys=_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model", None)}), step="metrics"),
     "Megatron pairs, '.+/' keys, explicit replicated keys; train_on_batch(return_dict=True)": _learner(
         keys=_when_over(_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",),
                                 ".+/out/kernel": ("model", None), ".+/out/bias": (None,)})), step="dict"),
-    "2-D layout over both axes, a full path; kd.set_distribution instead of scope()": _learner(
-        keys=_when_over(_fixed({"tower/h1/kernel": ("data", "model")})), build="set_distribution"),
-    "short specs (('model',) on a matrix), default batch_dim_name, SGD, an equal mesh of its own": _learner(
-        keys=_when_over(_fixed({".*/h1/kernel": ("model",), ".*/out/kernel": ("model",)})),
+    "the pair, full paths; kd.set_distribution instead of scope()": _learner(
+        keys=_when_over(_fixed({"tower/h1/kernel": (None, "model"), "tower/out/kernel": ("model", None)})),
+        build="set_distribution"),
+    "a short spec (('model',) on a matrix), default batch_dim_name, SGD, an equal mesh of its own": _learner(
+        keys=_when_over(_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model",)})),
         batch_dim_name="default", optimizer="sgd", mesh="copy"),
     "DataParallel when the whole model fits": _learner(distribution="data when it fits"),
     "train_on_batch, returning a float": _learner(step="train_on_batch"),
@@ -521,8 +612,21 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
         ["over the budget", "tower/h1/kernel 19200 of 38400"], 4, 4),
     "every kernel split, whatever the budget": (  # issue 37: the second case's budget needs no split
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("M", None))),
-        ["The second case", "device 0 holds 2344 of the model's 4552 bytes", "split only as many weights as the "
-         "budget needs", "Here none"], 5, 5),
+        ["sends fewer bytes per step", "The second case", "device 0 holds 2344 of the model's 4552 bytes",
+         "every split sends more bytes per step than nothing split", "Here none"], 4, 4),
+    # Fixed rules that never price the bytes sent: each fits, and each fails a case (brief h45b).
+    "the biggest weights first, on their first divisible axis (both kernels by rows)": (
+        _learner(keys=_greedy), ["Your placement fits, but another placement that fits sends fewer bytes",
+                                 "Yours sends 32,876 B per device per step", "The chapter's pair sends the fewest"],
+        5, 5),
+    "the first layout of the chapter's table that fits, for every kernel": (
+        _learner(keys=_by_rule("table order")), ["sends fewer bytes per step", "The second case",
+                                                 "every split sends more bytes per step than nothing split"], 4, 4),
+    "the most sharded choice that fits (the fewest bytes held)": (
+        _learner(keys=_by_rule("most sharded")), ["sends fewer bytes per step", "The second case"], 4, 4),
+    "the least sharded choice that fits (the most bytes held)": (
+        _learner(keys=_by_rule("least sharded")), ["Your placement fits, but another placement that fits sends "
+                                                   "fewer bytes per step", "all-gather"], 5, 5),
     "whole model replicated: DataParallel": (_learner(distribution="data"),
                                              ["DataParallel keeps every weight whole", "Every device holds"], 2, 2),
     "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys"], 3, 3),
@@ -544,9 +648,10 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
                                                                     ".*/h1/kernel": (None, "model")})),
                                               ["matches several keys"], 1, 1),
     "fit with its default batch_size": (_learner(step="fit_default"),
-                                        ["ran 2 steps", "fit without batch_size cuts the 48 examples"], 5, 5),
+                                        ["ran 2 steps", "fit without batch_size cuts the 48 examples",
+                                         "after 16 optimizer step(s)"], 4, 4),
     "fit with a smaller batch_size": (_learner(step="fit_small_batch"),
-                                      ["ran 3 steps", "batch_size=16 cuts the 48 examples into 3 batches"], 5, 5),
+                                      ["ran 3 steps", "batch_size=16 cuts the 48 examples into 3 batches"], 4, 4),
     "fit for two epochs": (_learner(step="fit_two_epochs"), ["ran 2 steps", "epochs=2 runs the whole batch"], 4, 4),
     "Keras 3.13's train_on_batch error": (_learner(step="keras_313_error"), ["Keras 3.13's train_on_batch",
                                                                            "batch_size=len(images), epochs=1"], 4, 4),
@@ -589,11 +694,48 @@ def _grade_q4_cases(out_path):
     for name, result in {"another seed": ex.judge_export(ex.export(solution, seed=12345), seed=12345),
                          "seed 0 judged with another seed": ex.judge_export(texts[SOLUTION_Q4], seed=12345)}.items():
         results[name] = {"points": result.points, "status": result.status, "message": result.message}
+    results["placements"] = _measure_placements()
     stripped = stripped_exercise("ch8_build", "BudgetStep", 8, "q4")
     result = exercises(8).q4.judge_export(stripped.export(solution, seed=7), seed=7)
     results["stripped copy"] = {"points": result.points, "status": result.status, "message": result.message}
     with open(out_path, "w") as f:
         json.dump(results, f)
+
+
+def _measure_placements():
+    """In the child: for each case, every kernel given a layout of :data:`TABLE` that the mesh divides (biases whole),
+    the bytes one device holds and sends per step, measured as the checker measures them: [[keys, held, sent], ...]."""
+    import itertools
+    import re
+
+    from keras import distribution as kd
+
+    from course_utils.checkers import ch8_build, ch8_run, ch8_sent
+
+    found = {}
+    for name, case in (("tight", ch8_build.TIGHT), ("roomy", ch8_build.ROOMY)):
+        shape, names = case["mesh"]
+        sizes, axis = dict(zip("BM", shape)), dict(zip("BM", names))
+        values, images, labels = ch8_build._budget_case(0, case)
+        kernels = [path for path in values if path.endswith("/kernel")]
+        options = [[layout for layout in TABLE if all(a is None or n % sizes[a] == 0
+                                                      for n, a in zip(values[path].shape, layout))] for path in kernels]
+        found[name] = []
+        for choice in itertools.product(*options):
+            mesh = kd.DeviceMesh(shape, names, devices=kd.list_devices()[:8])
+            layout_map = kd.LayoutMap(mesh)
+            keys = {path: layout for path, layout in zip(kernels, choice) if any(layout)}
+            for path, layout in keys.items():
+                layout_map[re.escape(path)] = tuple(axis.get(a) for a in layout)
+            held = sum(value.nbytes // math.prod(sizes[a] for a in keys.get(path, ()) if a)
+                       for path, value in values.items())
+            maker = ch8_run._ModelMaker(values, case["model"], case["input"], case["layers"])
+            collectives = ch8_sent.step_collectives(maker, kd.ModelParallel(layout_map=layout_map,
+                                                                            batch_dim_name=names[0]),
+                                                    images.shape, labels.shape)
+            found[name].append([{path: list(layout) for path, layout in keys.items()}, held,
+                                ch8_sent.bytes_sent(collectives)])
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -615,7 +757,7 @@ def q4_results(tmp_path_factory):
     return json.loads(out.read_text())
 
 
-SOLUTION_Q4 = "greedy, exact paths, fit on the whole batch (the solution)"
+SOLUTION_Q4 = "priced: nothing split or the chapter's pair, exact paths, fit on the whole batch (the solution)"
 
 
 @pytest.mark.parametrize("name", list(RIGHT_Q4))
@@ -638,6 +780,26 @@ def test_ch8_q4_wrong_answers(q4_results, name):
         assert fragment in result["message"], f"{fragment!r} not in:\n{result['message']}"
 
 
+def test_ch8_q4_fewest_bytes_sent_is_the_chapters_pair_then_nothing_split(q4_results):
+    """The reference the checker holds: of the placements that fit, the fewest bytes sent per step is the chapter's
+    pair in the first case and nothing split in the second (measured here over every kernel layout of the chapter's
+    table; an enumeration of every layout of every weight, biases too, 210 per case, found the same minima, with the
+    pair's bias split or whole); the fixed rules' choices fit and send more."""
+    fewest = ch8_build._reference_fewest_sent
+    for name, case in (("tight", ch8_build.TIGHT), ("roomy", ch8_build.ROOMY)):
+        placements = q4_results["placements"][name]
+        fitting = [(sent, keys) for keys, held, sent in placements if held <= case["bytes"]]
+        sent, keys = min(fitting, key=lambda item: item[0])
+        assert sent == fewest(case), (name, sent, keys)
+        if name == "tight":
+            assert keys == {"tower/h1/kernel": [None, "M"], "tower/out/kernel": ["M", None]}
+            rows = next(s for k, held, s in placements if k == {"tower/h1/kernel": ["M", None],
+                                                                "tower/out/kernel": ["M", None]})
+            assert rows == 32_876 > 2.5 * sent  # the old greedy choice: both kernels by rows
+        else:
+            assert keys == {} and sorted(s for s, _ in fitting)[1] > fewest(case)  # every split sends more
+
+
 def test_ch8_q4_not_a_function(q4_results):
     assert q4_results["not a function"]["points"] == 0
     assert "should be a function" in q4_results["not a function"]["message"]
@@ -645,7 +807,7 @@ def test_ch8_q4_not_a_function(q4_results):
 
 def test_ch8_q4_graded_feedback_keeps_the_answer_back(q4_results):
     answers = ["re.escape(weight.path)", "batch_dim_name=device_mesh.axis_names[0]", "Split the biggest weights",
-               "Here none",
+               "Here none", "The chapter's pair sends the fewest", "nothing split sends 6,834 B",
                "One step on the whole batch", "The checker's NumPy loss is", "from_logits=True)"]
     for name in WRONG_Q4:
         graded = q4_results[name]["graded"]
@@ -736,7 +898,7 @@ def test_ch8_stripped_copy_still_collects(name, request):
 
 # --- the graded sandbox's copy of this module states no answer ------------------------------------
 
-@pytest.mark.parametrize("name", ["ch8", "ch8_build", "ch8_run", "ch8_port"])
+@pytest.mark.parametrize("name", ["ch8", "ch8_build", "ch8_run", "ch8_port", "ch8_sent", "ch8_texts"])
 def test_ch8_the_sandbox_copy_states_no_answer(name):
     from course_utils.checkers import ch8, ch8_build, ch8_port
 

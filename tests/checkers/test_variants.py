@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from course_utils.checkers import chapter_definition, ch4, exercises
+from course_utils.checkers import chapter_definition, ch4, ch8, exercises
 from course_utils.checkers.core import GRADED
 from course_utils.checkers.variants import VARIANT_ENV, fill, student_rng, student_variant, variant_from_env, \
     variant_label
@@ -22,8 +22,8 @@ DRAWS = 200
 FEWEST_DISTINCT = {12: 18}  # 12.1 states two small numbers (service workers, trainers): 41 variants in all
 NEIGHBOUR_SHARE = {9: 1 / 2}  # 9.3: each case has two reachable answers (its own or "error", as its files meet the
 # workers), so a neighbour's four answers are right on a little under half of the cases (measured: 1.75 of 4)
-VARIED = {1: ("q1", "q2"), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 7: ("q2", "q4"), 9: ("q3",),
-          12: ("q1",)}  # the chapters converted so far, and their exercises that vary
+VARIED = {1: ("q1", "q2"), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 7: ("q2", "q4"), 8: ("q1",),
+          9: ("q3",), 12: ("q1",)}  # the chapters converted so far, and their exercises that vary
 
 
 def draws(cls, count=DRAWS):
@@ -39,7 +39,7 @@ def solution_answers(exercise):
     """The answers the exercise's filled solution cell defines (its code run without the check call)."""
     cell = exercise.rendered_cells()[f"ch{exercise.chapter}-{exercise.name}"]
     cell = cell.split("# BEGIN SOLUTION", 1)[1].split("\n", 1)[1]  # the solution block (and the check after it)
-    code = "\n".join(line for line in cell.splitlines() if not line.startswith(("# END", "ex.")))
+    code = "\n".join(line for line in cell.splitlines() if not line.startswith(("# END", "ex.", "print(")))
     namespace = {"json": json}  # what the notebooks' set-up imports and the solutions use
     exec(textwrap.dedent(code), namespace)  # noqa: S102 - the course's own solution text
     return [namespace[name] for name in exercise.arguments]
@@ -356,6 +356,51 @@ def test_ch4_q3_the_typical_mistakes_get_their_hint_on_every_draw():
         assert "wrong mesh axis" in exercise.evaluate(dict(shapes, **{one_axis: wrong_axis}), copies).message
         pieces = {k: 8 // n for k, n in copies.items()}
         assert "DIFFERENT pieces" in exercise.evaluate(shapes, pieces).message
+
+
+def test_ch8_q1_every_draw_is_valid_and_its_solution_scores_full_marks():
+    for params in draws(ch8.ReadSharding):
+        assert params != ch8.ReadSharding.defaults and tuple(params["spec"]) not in ch8.ROSETTA_LAYOUTS
+        assert len(params["shape"]) == len(params["spec"]) in (2, 3)
+        assert all(n % ch8.MESH_AXES[a] == 0 for n, a in zip(params["shape"], params["spec"]) if a), params
+        exercise = item(8, "q1", params)
+        cells = exercise.rendered_cells()
+        assert f'P({", ".join("None" if a is None else repr(a).replace(chr(39), chr(34)) for a in params["spec"])})' \
+            in cells["c03"] and " × ".join(map(str, params["shape"])) in cells["c02"]
+        result = exercise.evaluate(*solution_answers(exercise))
+        assert result.points == result.max_points, (params, str(result))
+    assert len({json.dumps(p) for p in draws(ch8.ReadSharding)}) > 60
+
+
+def test_ch8_q1_the_typical_mistakes_get_their_hint_on_every_draw():
+    other = {"batch": "model", "model": "batch"}
+    for params in draws(ch8.ReadSharding, 80):
+        exercise = item(8, "q1", params)
+        keras_axes, specs, shape, copies = solution_answers(exercise)
+        full, spec = tuple(params["shape"]), tuple(params["spec"])
+        named = [a for a in spec if a]
+
+        def hint(*answer):
+            return exercise.evaluate(*answer)
+
+        if None in spec:
+            assert "the Python value None" in hint(tuple("None" if a is None else a for a in spec), specs, shape,
+                                                   copies).message
+            assert "DTensor has no None" in hint(keras_axes, [None if a == "unsharded" else a for a in specs], shape,
+                                                 copies).message
+        if list(reversed(spec)) != list(spec):
+            assert "entry i says how array axis i is split" in hint(tuple(reversed(spec)), specs, shape,
+                                                                    copies).message
+        assert "that is the whole array" in hint(keras_axes, specs, full, copies).message
+        swapped = tuple(n // ch8.MESH_AXES[other[a]] if a else n for n, a in zip(full, spec))
+        assert "size of '" in hint(keras_axes, specs, swapped, copies).message or \
+            "swapped the two mesh axes' sizes" in hint(keras_axes, specs, swapped, copies).message, params
+        wrong = 8 if copies != 8 else 1
+        result = hint(keras_axes, specs, shape, wrong)
+        assert "not all 8 devices" in result.message or "does not split the array" in result.message, params
+        assert result.points == 2
+        if len(named) == 1:
+            assert "DIFFERENT pieces" in hint(keras_axes, specs, shape, ch8.MESH_AXES[named[0]]).message, params
 
 
 def test_ch4_q4_every_order_is_valid_its_solution_scores_full_marks_and_the_aimed_hints_follow_the_case():
