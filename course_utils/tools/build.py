@@ -328,8 +328,13 @@ def main(argv=None):
     if (args.roster or args.key) and not args.graded_handouts:
         parser.error("--roster and --key go with --graded-handouts DIR (where the students' hand-outs are written)")
     root = checkout_root()
+    cells_path = root / CELLS_PATH
+    cells_before = cells_path.read_text() if cells_path.exists() else None
     stale = []
     for path, text in expected_files(root, write_cells=not args.verify).items():
+        if path == cells_path and text != cells_before:  # expected_files has written it already
+            stale.append(CELLS_PATH.as_posix())
+            continue
         if not path.exists() or path.read_text() != text:
             stale.append(path.relative_to(root).as_posix())
             if not args.verify:
