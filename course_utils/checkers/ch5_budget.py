@@ -18,9 +18,9 @@ CHAPTER_MESH = {"batch": 4, "model": 2}
 BUDGET_BATCH, BUDGET_HIDDEN = 128, 2048
 BUDGET_NAMES = ("roomy", "tight")  # two budgets (whole MiB per device), two choices
 MIB = 2**20
-# A variant's mesh: more devices than the notebook's 8 (so nothing here can build it), 'model' of 4 or 8 (which
-# d2's 10 outputs do not divide: "outputs split" never fits), 'batch' a divisor of 784.
-BUDGET_SIZES = ((2, 8), (4, 4), (4, 8), (8, 4), (8, 8), (16, 4))
+# A variant's mesh: more devices than the notebook's 8 (so nothing here can build it), 'batch' a divisor of 784;
+# 'model' of 2 (which divides d2's 10 outputs: "outputs split" can be placed) or of 4 or 8 (which do not).
+BUDGET_SIZES = {2: ((8, 2), (16, 2)), 4: ((4, 4), (8, 4), (16, 4)), 8: ((2, 8), (4, 8), (8, 8))}
 BUDGET_EXAMPLES = (64, 128, 256, 512)
 TIMES = {2: "twice", 4: "four times", 8: "eight times"}  # the mesh's devices against the notebook's 8
 BUDGET_PLACEMENTS = {  # specs of d1.kernel, d1.bias, d2.kernel, d2.bias: the chapter's four placements
@@ -58,8 +58,8 @@ def _reference_budget_choice(params=None):
 
 
 def budget_bytes_sent(mesh=BUDGET_MESH, hidden=BUDGET_HIDDEN, batch=BUDGET_BATCH, on_cpu=True):
-    """Bytes one device sends per training step, per placement of the chapter's four that ``mesh`` can hold (every
-    axis it shards divides), as DTensor runs the collectives on CPU.
+    """Bytes one device sends per training step, per placement that ``mesh`` can hold (every axis it shards divides;
+    the fifth, outputs split, only where 'model' divides d2's 10 outputs), as DTensor runs the collectives on CPU.
 
     Priced with ``matmul_cost`` (:func:`placement_bytes_sent`) for exercise 5's model (``hidden`` units), global
     batch and mesh (by default the self-study notebook's). With ``on_cpu=False``, each collective is priced by the
@@ -72,7 +72,7 @@ def budget_bytes_sent(mesh=BUDGET_MESH, hidden=BUDGET_HIDDEN, batch=BUDGET_BATCH
     """
     held = _reference_budget_memory_of(hidden, mesh, slots=0)
     return {name: placement_bytes_sent(spec_lists, mesh, hidden, batch, on_cpu)
-            for name, spec_lists in BUDGET_PLACEMENTS.items() if held[name] is not None}
+            for name, spec_lists in MEMORY_PLACEMENTS.items() if held[name] is not None}
 
 
 def placement_bytes_sent(spec_lists, mesh, hidden, batch, on_cpu=True):
@@ -152,11 +152,6 @@ def _kilobytes(nbytes):
     return f"{int(kb // step * step):,} KB"
 
 
-def _reference_undivided(params, name):
-    """What of placement ``name`` the variant's 'model' does not divide: "d2's 10 outputs" or "d1's 1050 units"."""
-    return "d2's 10 outputs" if params["hidden"] % params["model"] == 0 else f"d1's {params['hidden']} units"
-
-
 def _memory_item(raw):
     """One answer of the memory dict: a whole number of bytes, or :data:`CANNOT` for None or a word that says so."""
     if raw is None or isinstance(raw, str) and " ".join(raw.strip().lower().split()).rstrip(".") in CANNOT_WORDS:
@@ -190,25 +185,20 @@ class MemoryBudget(Exercise):
 
     @staticmethod
     def draw(rng):
-        """A mesh of BUDGET_SIZES, a width that 'model' divides (tensor parallel and 2-D fit: the tight budget only
-        2-D, the roomy one tensor parallel too, which sends less) or does not (only data parallel and FSDP-style can
-        be placed: the tight budget fits FSDP-style, the roomy one data parallel, which sends less), a global batch
-        and two budgets in whole MiB that give two different answers."""
+        """A mesh of BUDGET_SIZES ('model' 2, where outputs split can be placed, in 3 draws of 5), a width that
+        'model' divides (a multiple of 64), a global batch, and two budgets in whole MiB: the tight one fits 2-D
+        alone, the roomy one tensor parallel too, which sends less (a width 'model' did not divide would show in
+        the cell that prints what each placement sends, which prices only the placements the mesh can hold)."""
         while True:
-            batch, model = rng.choice(BUDGET_SIZES)
-            divides = rng.random() < 0.6
-            hidden = 64 * rng.randrange(16, 97) if divides else 100 * rng.randrange(10, 61) + 50  # 4k + 2: no
+            model = 2 if rng.random() < 0.6 else rng.choice((4, 8))
+            batch, model = rng.choice(BUDGET_SIZES[model])
+            hidden = 64 * rng.randrange(16, 97)
             examples = rng.choice(BUDGET_EXAMPLES)
             params = {"batch": batch, "model": model, "hidden": hidden, "examples": examples}
             held = _reference_budget_memory(params)
-            if divides:
-                tight = range(math.ceil(held["2-D"] / MIB), math.ceil(min(held["FSDP-style"],
-                                                                           held["tensor parallel"]) / MIB))
-                roomy = range(math.ceil(held["tensor parallel"] / MIB), math.ceil(held["data parallel"] / MIB) + 4)
-            else:
-                tight = range(math.ceil(held["FSDP-style"] / MIB), math.ceil(held["data parallel"] / MIB))
-                roomy = range(math.ceil(held["data parallel"] / MIB), math.ceil(held["data parallel"] / MIB) + 4)
-            tight = [mib for mib in tight if mib >= 1]
+            least_else = min(held["FSDP-style"], held["tensor parallel"])  # outputs split holds 40 B less than TP
+            tight = [mib for mib in range(math.ceil(held["2-D"] / MIB), math.ceil(least_else / MIB)) if mib >= 1]
+            roomy = range(math.ceil(held["tensor parallel"] / MIB), math.ceil(held["data parallel"] / MIB) + 4)
             if not tight or not roomy:
                 continue
             params.update(roomy=rng.choice(roomy), tight=rng.choice(tight))
@@ -222,10 +212,10 @@ class MemoryBudget(Exercise):
         mesh = ", ".join(f'"{axis}": {size}' for axis, size in _budget_mesh(p).items())
         setting = f"{{{mesh}}}, {p['hidden']}, {p['examples']}" if sized else ""
         exercise_5 = p["hidden"] == BUDGET_HIDDEN and p["roomy"] == 10  # exercise 6's wider model and budget
-        held = _reference_budget_memory(p)
         return {**p, "devices": p["batch"] * p["model"], "times": TIMES[p["batch"] * p["model"] // 8],
-                "that_fit": "" if all(held[name] is not None for name in BUDGET_PLACEMENTS) else
-                "that this mesh can hold ", "setting": setting, "setting_and": setting + ", " if sized else "",
+                "printed": "each of the five placements" if 10 % p["model"] == 0 else
+                "each of the chapter's four placements",
+                "setting": setting, "setting_and": setting + ", " if sized else "",
                 "wide_model": "the wider model of exercise 5" if exercise_5 else
                 "a wider model, Flatten → `Dense(2048)` → `Dense(10)`", "as_in_5": ", as in exercise 5" if exercise_5
                 else ""}
@@ -243,12 +233,13 @@ class MemoryBudget(Exercise):
         missing = sorted((name for name in fitting if held[name] > p["tight"] * MIB), key=held.get)
         by = ", ".join(f"{name} by {_kilobytes(held[name] - p['tight'] * MIB)}" if index else
                        f"{name} misses {p['tight']} MiB by {_kilobytes(held[name] - p['tight'] * MIB)}"
-                       for index, name in enumerate(missing))
+                       for index, name in enumerate(missing[:2])) + (", the others by more" if missing[2:] else "")
         whole = "2 * (d1_kernel // model + d1_bias // model + d2_kernel // model + d2_bias)"
-        cannot = f"None,  # {p['hidden']} units do not divide by model={p['model']}"
-        return {"tensor_parallel": whole + "," if held["tensor parallel"] else cannot,
-                "two_d": "2 * (d1_kernel // (batch * model) + d1_bias // model + d2_kernel // model + d2_bias),"
-                if held["2-D"] else cannot,
+        outputs = ("2 * (d1_kernel // model + d1_bias // model + d2_kernel // model + d2_bias // model),"
+                   if held["outputs split"] else f"None,  # d2's 10 outputs do not divide by model={p['model']} (the "
+                   f"chapter's model=2 divides them)")
+        return {"outputs_split": outputs, "tensor_parallel": whole + ",",
+                "two_d": "2 * (d1_kernel // (batch * model) + d1_bias // model + d2_kernel // model + d2_bias),",
                 "roomy_line": f'"{roomy}",'.ljust(20) + f"# fits ({held[roomy] / MIB:.1f} MiB) and sends least; {least} "
                               f"holds less but sends {times} as much here",
                 "tight_line": f'"{tight}",'.ljust(20) + f"# {by}: only {tight} is left"}
@@ -323,8 +314,8 @@ class MemoryBudget(Exercise):
             return (f"this mesh cannot hold {name} at all{uneven}: a layout splits an axis into EQUAL blocks, one per "
                     f"device of its mesh axis. Check every axis this placement shards against "
                     f"{mesh_text(list(_budget_mesh(p).items()))}.",
-                    f"{_reference_undivided(p, name)} do not divide by the {p['model']} devices of 'model': DTensor "
-                    f"refuses the layout; answer None.")
+                    f"d2's 10 outputs do not divide by the {p['model']} devices of 'model': DTensor refuses the "
+                    f"layout; answer None.")
         if given == CANNOT:
             return (f"this mesh can hold {name}: every axis it shards divides by the size of its mesh axis, so work "
                     f"out its bytes.", "")

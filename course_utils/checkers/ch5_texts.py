@@ -28,7 +28,7 @@ its bytes per device, so the check counts only while this notebook has not impor
 2. `choice`: a dict with a placement for each of two budgets, the bytes each device may hold:
    `"roomy"`, **{{roomy}} MiB** (`{{roomy}} * 2**20` bytes), and `"tight"`, **{{tight}} MiB** (`{{tight}} * 2**20` bytes).
    Under each, of the placements that fit, which sends the fewest bytes per training step
-   **on these CPUs**? The cell below prints what each of the chapter's four placements {{that_fit}}sends per
+   **on these CPUs**? The cell below prints what {{printed}} sends per
    device, priced with the chapter's cost model for a global batch of {{examples}} on this mesh: first as
    DTensor runs the collectives here (an all-gather and a reduce-scatter each as an all-reduce, as
    the chapter measured), then by each collective's own ring formula, as hardware with a native
@@ -52,7 +52,7 @@ memory = {  # the weights and SGD's momentum (one slot per weight, in the weight
     "FSDP-style": 2 * (d1_kernel // batch + d1_bias + d2_kernel + d2_bias),
     "tensor parallel": {{tensor_parallel}}
     "2-D": {{two_d}}
-    "outputs split": None,  # d2's 10 outputs do not divide by model={{model}} (the chapter's model=2 divides them)
+    "outputs split": {{outputs_split}}
 }
 # END SOLUTION
 # BEGIN SOLUTION  # PLACEHOLDER: choice = {"roomy": ..., "tight": ...}

@@ -14,7 +14,7 @@ from course_utils.tools.build import student_notebook
 from notebooks import ROOT, read_grades
 
 CHAPTERS = {1: "01_tensors_and_devices", 2: "02_strategies_one_machine", 3: "03_beyond_one_process",
-            4: "04_meshes_and_layouts", 7: "07_where_next",
+            4: "04_meshes_and_layouts", 5: "05_dtensor_with_keras", 7: "07_where_next",
             12: "12_practice_at_scale"}  # the chapters whose exercises vary so far
 
 
