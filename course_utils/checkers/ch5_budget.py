@@ -70,9 +70,11 @@ def budget_bytes_sent(mesh=BUDGET_MESH, hidden=BUDGET_HIDDEN, batch=BUDGET_BATCH
         >>> budget_bytes_sent({"batch": 4, "model": 4}, 1050, 64)  # 1050 units do not divide by 'model'
         {'data parallel': 5002200, 'FSDP-style': 9941400}
     """
-    held = _reference_budget_memory_of(hidden, mesh, slots=0)
+    shapes = ((784, hidden), (hidden,), (hidden, 10), (10,))
     return {name: placement_bytes_sent(spec_lists, mesh, hidden, batch, on_cpu)
-            for name, spec_lists in MEMORY_PLACEMENTS.items() if held[name] is not None}
+            for name, spec_lists in MEMORY_PLACEMENTS.items()
+            if not any(length % mesh.get(axis, 1) for shape, spec in zip(shapes, spec_lists)
+                       for length, axis in zip(shape, spec) if axis != UNSHARDED)}
 
 
 def placement_bytes_sent(spec_lists, mesh, hidden, batch, on_cpu=True):
