@@ -177,9 +177,9 @@ class MemoryBudget(Exercise):
         "splits it, on THIS mesh, if that size divides the axis. Then the optimizer's state: how many slots per "
         "weight does SGD with momentum keep, and in which layout?",
         "Work weight by weight (d1.kernel, d1.bias, d2.kernel, d2.bias) with the specs of each placement and this "
-        "mesh's sizes ('batch' {{batch}}, 'model' {{model}}), and add them up. SGD with momentum keeps one slot per weight (its "
-        "momentum), in the weight's layout: Adam's two made the chapter's 3 x. A layout splits an axis into equal "
-        "blocks only: check each sharded axis divides.",
+        "mesh's sizes ('batch' {{batch}}, 'model' {{model}}), and add them up. SGD with momentum keeps one slot per "
+        "weight (its momentum), in the weight's layout: Adam's two made the chapter's 3 x. A layout splits an axis "
+        "into equal blocks only: check each sharded axis divides.",
         "A placement fits when its total is at most the budget: compare exactly, some totals are close to a budget. "
         "Among those that fit, take the one that sends the fewest bytes per step on these CPUs (the first column "
         "printed above the exercise), not the one that holds the least.",
@@ -219,8 +219,8 @@ class MemoryBudget(Exercise):
                 "each of the chapter's four placements",
                 "setting": setting, "setting_and": setting + ", " if sized else "",
                 "wide_model": "the wider model of exercise 5" if exercise_5 else
-                "a wider model, Flatten → `Dense(2048)` → `Dense(10)`", "as_in_5": ", as in exercise 5" if exercise_5
-                else ""}
+                "a wider model, Flatten → `Dense(2048)` → `Dense(10)`",
+                "as_in_5": ", as in exercise 5" if exercise_5 else ""}
 
     def reference_values(self):
         p = self.params
@@ -236,14 +236,12 @@ class MemoryBudget(Exercise):
         by = ", ".join(f"{name} by {_kilobytes(held[name] - p['tight'] * MIB)}" if index else
                        f"{name} misses {p['tight']} MiB by {_kilobytes(held[name] - p['tight'] * MIB)}"
                        for index, name in enumerate(missing[:2])) + (", the others by more" if missing[2:] else "")
-        whole = "2 * (d1_kernel // model + d1_bias // model + d2_kernel // model + d2_bias)"
         outputs = ("2 * (d1_kernel // model + d1_bias // model + d2_kernel // model + d2_bias // model),"
                    if held["outputs split"] else f"None,  # d2's 10 outputs do not divide by model={p['model']} (the "
                    f"chapter's model=2 divides them)")
-        return {"outputs_split": outputs, "tensor_parallel": whole + ",",
-                "two_d": "2 * (d1_kernel // (batch * model) + d1_bias // model + d2_kernel // model + d2_bias),",
-                "roomy_line": f'"{roomy}",'.ljust(20) + f"# fits ({held[roomy] / MIB:.1f} MiB) and sends least; {least} "
-                              f"holds less but sends {times} as much here",
+        return {"outputs_split": outputs,
+                "roomy_line": f'"{roomy}",'.ljust(20) + f"# fits ({held[roomy] / MIB:.1f} MiB) and sends least; "
+                              f"{least} holds less but sends {times} as much here",
                 "tight_line": f'"{tight}",'.ljust(20) + f"# {by}: only {tight} is left"}
 
     def unanswered(self, answer):
@@ -251,7 +249,8 @@ class MemoryBudget(Exercise):
 
     def grade(self, memory, choice):
         fb = Feedback()
-        truth = {name: CANNOT if total is None else total for name, total in _reference_budget_memory(self.params).items()}
+        truth = {name: CANNOT if total is None else total
+                 for name, total in _reference_budget_memory(self.params).items()}
         slips = self._grade_slips()
         explain = lambda name, given, raw: self._grade_explain(truth, slips, name, given, raw)  # noqa: E731
         grade_items(fb, _by_placement(memory), truth, explain, _memory_item,
@@ -261,8 +260,8 @@ class MemoryBudget(Exercise):
             fb.wrong(f"choice: give a dict with a placement for each budget, {{'roomy': ..., 'tight': ...}}, got a "
                      f"{type(choice).__name__}.")
             return fb
-        aliases = {spelling: budget for budget in BUDGET_NAMES
-                   for spelling in (f"{self.params[budget]} mib", f"{self.params[budget]}mib", str(self.params[budget]))}
+        aliases = {spelling: budget for budget in BUDGET_NAMES for mib in [self.params[budget]]
+                   for spelling in (f"{mib} mib", f"{mib}mib", str(mib))}
         picks = {aliases.get(" ".join(str(key).lower().split()), " ".join(str(key).lower().split())): value
                  for key, value in choice.items()}
         lines = [self._grade_choice(truth, budget, picks.get(budget)) for budget in BUDGET_NAMES]

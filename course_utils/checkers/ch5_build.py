@@ -1,8 +1,8 @@
 """Chapter 5 · the build-and-measure exercise: a model built on a mesh within a memory budget (exercise 6).
 
-``collect`` calls the learner's ``build_on_mesh`` on the checker's cases (``ch5_cases.BUILD_CASES``) (weights and batches drawn from
-the check's seed), steps the result and measures it; ``judge`` compares what crossed with one device's step
-in NumPy (``reference_mlp``, ``reference_adam_first_step``) for the same seed.
+``collect`` calls the learner's ``build_on_mesh`` on the checker's cases (``ch5_cases.BUILD_CASES``; weights and
+batches drawn from the check's seed), steps the result and measures it; ``judge`` compares what crossed with one
+device's step in NumPy (``reference_mlp``, ``reference_adam_first_step``) for the same seed.
 """
 import math
 import re

@@ -50,8 +50,8 @@ batch, model = {{batch}}, {{model}}  # this mesh's axis sizes
 memory = {  # the weights and SGD's momentum (one slot per weight, in the weight's layout): 2 x the weights
     "data parallel": 2 * (d1_kernel + d1_bias + d2_kernel + d2_bias),
     "FSDP-style": 2 * (d1_kernel // batch + d1_bias + d2_kernel + d2_bias),
-    "tensor parallel": {{tensor_parallel}}
-    "2-D": {{two_d}}
+    "tensor parallel": 2 * (d1_kernel // model + d1_bias // model + d2_kernel // model + d2_bias),
+    "2-D": 2 * (d1_kernel // (batch * model) + d1_bias // model + d2_kernel // model + d2_bias),
     "outputs split": {{outputs_split}}
 }
 # END SOLUTION
