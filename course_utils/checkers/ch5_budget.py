@@ -1,5 +1,6 @@
 """Chapter 5 · exercise 5: the bytes one device holds per placement of a wider MLP, and the cheapest placement
-that fits a memory budget (the answers are data: ``grade``)."""
+that fits a memory budget (the answers are data: ``grade``). It varies per student (:mod:`.variants`): the mesh,
+the width, the batch and the two budgets; its cell texts are in ``ch5_texts.py``."""
 import math
 
 from .answers import UNSHARDED, as_bytes, grade_items, only_ellipses
@@ -7,17 +8,21 @@ from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
 from .ch4 import unit_slip
+from . import ch5_texts
 
-# Exercise 5: Flatten -> Dense(2048, "d1") -> Dense(10, "d2") with the DTensor SGD with momentum, a global batch
-# of 128 on batch=4 x model=4: 16 devices, more than the notebook has, so the bytes are predicted, not measured (the
-# chapter's table c50h: Adam, its 128-unit MLP, batch=4 x model=2, measured).
+# Exercise 5 (the self-study variant): Flatten -> Dense(2048, "d1") -> Dense(10, "d2") with the DTensor SGD with
+# momentum, a global batch of 128 on batch=4 x model=4: 16 devices, more than the notebook has, so the bytes are
+# predicted, not measured (the chapter's table c50h: Adam, its 128-unit MLP, batch=4 x model=2, measured).
 BUDGET_MESH = {"batch": 4, "model": 4}
 CHAPTER_MESH = {"batch": 4, "model": 2}
 BUDGET_BATCH, BUDGET_HIDDEN = 128, 2048
-BUDGETS = {"roomy": 10 * 2**20, "tight": 3 * 2**20}  # bytes one device may hold: two budgets, two choices
-BUDGET_ALIASES = {"10 mib": "roomy", "10mib": "roomy", "10": "roomy", "3 mib": "tight", "3mib": "tight", "3": "tight"}
-BUDGET_SHAPES = {"d1.kernel": (784, BUDGET_HIDDEN), "d1.bias": (BUDGET_HIDDEN,),
-                 "d2.kernel": (BUDGET_HIDDEN, 10), "d2.bias": (10,)}
+BUDGET_NAMES = ("roomy", "tight")  # two budgets (whole MiB per device), two choices
+MIB = 2**20
+# A variant's mesh: more devices than the notebook's 8 (so nothing here can build it), 'batch' a divisor of 784;
+# 'model' of 2 (which divides d2's 10 outputs: "outputs split" can be placed) or of 4 or 8 (which do not).
+BUDGET_SIZES = {2: ((8, 2), (16, 2)), 4: ((4, 4), (8, 4), (16, 4)), 8: ((2, 8), (4, 8), (8, 8))}
+BUDGET_EXAMPLES = (64, 128, 256, 512)
+TIMES = {2: "twice", 4: "four times", 8: "eight times"}  # the mesh's devices against the notebook's 8
 BUDGET_PLACEMENTS = {  # specs of d1.kernel, d1.bias, d2.kernel, d2.bias: the chapter's four placements
     "data parallel": ([UNSHARDED, UNSHARDED], [UNSHARDED], [UNSHARDED, UNSHARDED], [UNSHARDED]),
     "FSDP-style": (["batch", UNSHARDED], [UNSHARDED], [UNSHARDED, UNSHARDED], [UNSHARDED]),
@@ -31,21 +36,45 @@ CANNOT = "cannot be placed"  # what the memory question's None means: a sharded 
 CANNOT_WORDS = ("none", "impossible", "cannot", "can't", "cannot be placed", "not possible", "n/a", "na", "-")
 
 
-def _reference_budget_memory():
+def _budget_mesh(params):
+    """The axis sizes of a variant's mesh."""
+    return {"batch": params["batch"], "model": params["model"]}
+
+
+def _reference_budget_memory(params=None):
     """Bytes one device holds per placement: the weights and SGD's momentum slot (one per weight, in its layout),
     the step counter left out; None for a placement whose sharded axes the mesh does not divide."""
-    return _reference_budget_memory_of(BUDGET_HIDDEN, BUDGET_MESH, slots=1)
+    p = params or MemoryBudget.defaults
+    return _reference_budget_memory_of(p["hidden"], _budget_mesh(p), slots=1)
 
 
-def budget_bytes_sent(on_cpu=True):
-    """Bytes one device sends per training step, per placement, as DTensor runs the collectives on CPU.
+def _reference_budget_choice(params=None):
+    """{budget: the placement that fits it and sends the fewest bytes per step on these CPUs}."""
+    p = params or MemoryBudget.defaults
+    held = _reference_budget_memory(p)
+    sent = budget_bytes_sent(_budget_mesh(p), p["hidden"], p["examples"])
+    return {budget: min((name for name in sent if held[name] <= p[budget] * MIB), key=sent.get)
+            for budget in BUDGET_NAMES}
 
-    Priced with ``matmul_cost`` (:func:`placement_bytes_sent`) for exercise 5's model, batch and mesh. With
-    ``on_cpu=False``, each collective is priced by the ring formula of its own kind, as hardware with a native
-    all-gather and reduce-scatter would run it (exercise 5 is about these CPUs).
+
+def budget_bytes_sent(mesh=BUDGET_MESH, hidden=BUDGET_HIDDEN, batch=BUDGET_BATCH, on_cpu=True):
+    """Bytes one device sends per training step, per placement that ``mesh`` can hold (every axis it shards divides;
+    the fifth, outputs split, only where 'model' divides d2's 10 outputs), as DTensor runs the collectives on CPU.
+
+    Priced with ``matmul_cost`` (:func:`placement_bytes_sent`) for exercise 5's model (``hidden`` units), global
+    batch and mesh (by default the self-study notebook's). With ``on_cpu=False``, each collective is priced by the
+    ring formula of its own kind, as hardware with a native all-gather and reduce-scatter would run it (exercise 5
+    is about these CPUs).
+
+    Example:
+        >>> budget_bytes_sent({"batch": 4, "model": 4}, 1050, 64)  # 1050 units do not divide by 'model'
+        {'data parallel': 5002200, 'FSDP-style': 9941400}
     """
-    return {name: placement_bytes_sent(spec_lists, BUDGET_MESH, BUDGET_HIDDEN, BUDGET_BATCH, on_cpu)
-            for name, spec_lists in BUDGET_PLACEMENTS.items()}
+    shapes = ((784, hidden), (hidden,), (hidden, 10), (10,))
+    return {name: placement_bytes_sent(spec_lists, mesh, hidden, batch, on_cpu)
+            for name, spec_lists in MEMORY_PLACEMENTS.items()
+            if not any(length % mesh.get(axis, 1) for shape, spec in zip(shapes, spec_lists)
+                       for length, axis in zip(shape, spec) if axis != UNSHARDED)}
 
 
 def placement_bytes_sent(spec_lists, mesh, hidden, batch, on_cpu=True):
@@ -118,6 +147,13 @@ def _reference_budget_memory_of(hidden, mesh, slots, divisible=True):
     return held
 
 
+def _kilobytes(nbytes):
+    """``nbytes`` in KB (1000 bytes), cut to two significant figures as a comment states a margin: '110 KB'."""
+    kb = nbytes / 1000
+    step = 10 ** max(0, math.floor(math.log10(kb)) - 1) if kb >= 1 else 1
+    return f"{int(kb // step * step):,} KB"
+
+
 def _memory_item(raw):
     """One answer of the memory dict: a whole number of bytes, or :data:`CANNOT` for None or a word that says so."""
     if raw is None or isinstance(raw, str) and " ".join(raw.strip().lower().split()).rstrip(".") in CANNOT_WORDS:
@@ -132,25 +168,89 @@ class MemoryBudget(Exercise):
     # A prediction: matmul_cost prices a kernel on mesh sizes alone (a 16-device mesh too) and prints the bytes each
     # device holds; the check counts only while the notebook has not imported it.
     revealed_by = ("course_utils.costs:matmul_cost",)
+    defaults = {"batch": BUDGET_MESH["batch"], "model": BUDGET_MESH["model"], "hidden": BUDGET_HIDDEN,
+                "examples": BUDGET_BATCH, "roomy": 10, "tight": 3}  # the budgets in MiB
+    templates = {"c15a": ch5_texts.BUDGET_QUESTION, "c15b": ch5_texts.BUDGET_SENT, "ch5-q5": ch5_texts.BUDGET_SOLUTION,
+                 "c15d": ch5_texts.BUILD_QUESTION, "c15e": ch5_texts.BUILD_SETUP}
     hints = (
         "Bytes one device holds for a weight: 4 bytes per number, divided by the size of every mesh axis that "
         "splits it, on THIS mesh, if that size divides the axis. Then the optimizer's state: how many slots per "
         "weight does SGD with momentum keep, and in which layout?",
         "Work weight by weight (d1.kernel, d1.bias, d2.kernel, d2.bias) with the specs of each placement and this "
-        "mesh's sizes ('batch' 4, 'model' 4), and add them up. SGD with momentum keeps one slot per weight (its "
-        "momentum), in the weight's layout: Adam's two made the chapter's 3 x. A layout splits an axis into equal "
-        "blocks only: check each sharded axis divides.",
+        "mesh's sizes ('batch' {{batch}}, 'model' {{model}}), and add them up. SGD with momentum keeps one slot per "
+        "weight (its momentum), in the weight's layout: Adam's two made the chapter's 3 x. A layout splits an axis "
+        "into equal blocks only: check each sharded axis divides.",
         "A placement fits when its total is at most the budget: compare exactly, some totals are close to a budget. "
         "Among those that fit, take the one that sends the fewest bytes per step on these CPUs (the first column "
         "printed above the exercise), not the one that holds the least.",
     )
+
+    @staticmethod
+    def draw(rng):
+        """A mesh of BUDGET_SIZES ('model' 2, where outputs split can be placed, in 3 draws of 5), a width that
+        'model' divides (a multiple of 64), a global batch, and two budgets in whole MiB: the tight one fits 2-D
+        alone, the roomy one tensor parallel too, which sends less (a width 'model' did not divide would show in
+        the cell that prints what each placement sends, which prices only the placements the mesh can hold)."""
+        while True:
+            model = 2 if rng.random() < 0.6 else rng.choice((4, 8))
+            batch, model = rng.choice(BUDGET_SIZES[model])
+            hidden = 64 * rng.randrange(16, 97)
+            examples = rng.choice(BUDGET_EXAMPLES)
+            params = {"batch": batch, "model": model, "hidden": hidden, "examples": examples}
+            held = _reference_budget_memory(params)
+            least_else = min(held["FSDP-style"], held["tensor parallel"])  # outputs split holds 40 B less than TP
+            tight = [mib for mib in range(math.ceil(held["2-D"] / MIB), math.ceil(least_else / MIB)) if mib >= 1]
+            roomy = range(math.ceil(held["tensor parallel"] / MIB), math.ceil(held["data parallel"] / MIB) + 4)
+            if not tight or not roomy:
+                continue
+            params.update(roomy=rng.choice(roomy), tight=rng.choice(tight))
+            choice = _reference_budget_choice(params)
+            if params != MemoryBudget.defaults and choice["roomy"] != choice["tight"]:
+                return params
+
+    def text_values(self):
+        p = self.params
+        sized = p != self.defaults
+        mesh = ", ".join(f'"{axis}": {size}' for axis, size in _budget_mesh(p).items())
+        setting = f"{{{mesh}}}, {p['hidden']}, {p['examples']}" if sized else ""
+        exercise_5 = p["hidden"] == BUDGET_HIDDEN and p["roomy"] == 10  # exercise 6's wider model and budget
+        return {**p, "devices": p["batch"] * p["model"], "times": TIMES[p["batch"] * p["model"] // 8],
+                "printed": "each of the five placements" if 10 % p["model"] == 0 else
+                "each of the chapter's four placements",
+                "setting": setting, "setting_and": setting + ", " if sized else "",
+                "wide_model": "the wider model of exercise 5" if exercise_5 else
+                "a wider model, Flatten → `Dense(2048)` → `Dense(10)`",
+                "as_in_5": ", as in exercise 5" if exercise_5 else ""}
+
+    def reference_values(self):
+        p = self.params
+        held = _reference_budget_memory(p)
+        sent = budget_bytes_sent(_budget_mesh(p), p["hidden"], p["examples"])
+        choice = _reference_budget_choice(p)
+        roomy, tight = choice["roomy"], choice["tight"]
+        fitting = [name for name in sent if held[name] <= p["roomy"] * MIB]
+        least = min(fitting, key=held.get)
+        ratio = sent[least] / sent[roomy]
+        times = "twice" if abs(ratio - 2) < 0.05 else f"{ratio:.1f} x"
+        missing = sorted((name for name in fitting if held[name] > p["tight"] * MIB), key=held.get)
+        by = ", ".join(f"{name} by {_kilobytes(held[name] - p['tight'] * MIB)}" if index else
+                       f"{name} misses {p['tight']} MiB by {_kilobytes(held[name] - p['tight'] * MIB)}"
+                       for index, name in enumerate(missing[:2])) + (", the others by more" if missing[2:] else "")
+        outputs = ("2 * (d1_kernel // model + d1_bias // model + d2_kernel // model + d2_bias // model),"
+                   if held["outputs split"] else f"None,  # d2's 10 outputs do not divide by model={p['model']} (the "
+                   f"chapter's model=2 divides them)")
+        return {"outputs_split": outputs,
+                "roomy_line": f'"{roomy}",'.ljust(20) + f"# fits ({held[roomy] / MIB:.1f} MiB) and sends least; "
+                              f"{least} holds less but sends {times} as much here",
+                "tight_line": f'"{tight}",'.ljust(20) + f"# {by}: only {tight} is left"}
 
     def unanswered(self, answer):
         return only_ellipses(answer)
 
     def grade(self, memory, choice):
         fb = Feedback()
-        truth = {name: CANNOT if total is None else total for name, total in _reference_budget_memory().items()}
+        truth = {name: CANNOT if total is None else total
+                 for name, total in _reference_budget_memory(self.params).items()}
         slips = self._grade_slips()
         explain = lambda name, given, raw: self._grade_explain(truth, slips, name, given, raw)  # noqa: E731
         grade_items(fb, _by_placement(memory), truth, explain, _memory_item,
@@ -160,9 +260,11 @@ class MemoryBudget(Exercise):
             fb.wrong(f"choice: give a dict with a placement for each budget, {{'roomy': ..., 'tight': ...}}, got a "
                      f"{type(choice).__name__}.")
             return fb
-        picks = {BUDGET_ALIASES.get(" ".join(str(key).lower().split()), " ".join(str(key).lower().split())): value
+        aliases = {spelling: budget for budget in BUDGET_NAMES for mib in [self.params[budget]]
+                   for spelling in (f"{mib} mib", f"{mib}mib", str(mib))}
+        picks = {aliases.get(" ".join(str(key).lower().split()), " ".join(str(key).lower().split())): value
                  for key, value in choice.items()}
-        lines = [self._grade_choice(truth, budget, picks.get(budget)) for budget in BUDGETS]
+        lines = [self._grade_choice(truth, budget, picks.get(budget)) for budget in BUDGET_NAMES]
         if all(ok for ok, _, _ in lines):
             fb.right("choice: " + "; ".join(text for _, text, _ in lines))
         for ok, text, answer in lines:
@@ -170,12 +272,11 @@ class MemoryBudget(Exercise):
                 fb.wrong("choice: " + text, answer=answer)
         return fb
 
-    @staticmethod
-    def _grade_choice(truth, budget, raw):
+    def _grade_choice(self, truth, budget, raw):
         """(right, what to say, the part that gives the answer away) for the placement chosen under ``budget``."""
-        limit = BUDGETS[budget]
+        limit = self.params[budget] * MIB
         fitting = [name for name, total in truth.items() if total != CANNOT and total <= limit]
-        best = min(fitting, key=budget_bytes_sent().get)
+        best = _reference_budget_choice(self.params)[budget]
         picked = _placement_name(raw)
         reveal = f"choice[{budget!r}] = {best!r}"
         if picked == best:
@@ -192,22 +293,20 @@ class MemoryBudget(Exercise):
                            f"fewer bytes per step on these CPUs."), reveal
         return False, f"{budget}: {picked} fits, but another placement that fits sends fewer bytes per step.", reveal
 
-    @staticmethod
-    def _grade_slips():
+    def _grade_slips(self):
         """{what went wrong: {placement: bytes}}: the totals of typical slips, in the order they are told."""
-        of = _reference_budget_memory_of
-        slips = {"weights": of(BUDGET_HIDDEN, BUDGET_MESH, 0), "adam": of(BUDGET_HIDDEN, BUDGET_MESH, 2),
-                 "chapter, adam": of(BUDGET_HIDDEN, CHAPTER_MESH, 2),
-                 "chapter mesh": of(BUDGET_HIDDEN, CHAPTER_MESH, 1),
-                 "uneven": of(BUDGET_HIDDEN, BUDGET_MESH, 1, divisible=False)}
-        slips["128"] = {name: {of(128, mesh, slots)[name] + counter for mesh in (BUDGET_MESH, CHAPTER_MESH)
-                               for slots in (0, 1, 2) for counter in (0, 8) if of(128, mesh, slots)[name] is not None}
+        of, hidden, mesh = _reference_budget_memory_of, self.params["hidden"], _budget_mesh(self.params)
+        slips = {"weights": of(hidden, mesh, 0), "adam": of(hidden, mesh, 2),
+                 "chapter, adam": of(hidden, CHAPTER_MESH, 2), "chapter mesh": of(hidden, CHAPTER_MESH, 1),
+                 "uneven": of(hidden, mesh, 1, divisible=False)}
+        slips["128"] = {name: {of(128, chosen, slots)[name] + counter for chosen in (mesh, CHAPTER_MESH)
+                               for slots in (0, 1, 2) for counter in (0, 8) if of(128, chosen, slots)[name] is not None}
                         for name in MEMORY_PLACEMENTS}
         return slips
 
-    @staticmethod
-    def _grade_explain(truth, slips, name, given, raw):
+    def _grade_explain(self, truth, slips, name, given, raw):
         """(why ``given`` is wrong, the part that gives the answer away) for placement ``name``."""
+        p = self.params
         if given is None:
             return f"give a number of bytes, or None where this mesh cannot hold the placement, got {raw!r}.", ""
         if truth[name] == CANNOT:
@@ -215,9 +314,9 @@ class MemoryBudget(Exercise):
                 else ""
             return (f"this mesh cannot hold {name} at all{uneven}: a layout splits an axis into EQUAL blocks, one per "
                     f"device of its mesh axis. Check every axis this placement shards against "
-                    f"{mesh_text(list(BUDGET_MESH.items()))}.",
-                    "d2's 10 outputs do not divide by the 4 devices of 'model': DTensor refuses the layout; answer "
-                    "None.")
+                    f"{mesh_text(list(_budget_mesh(p).items()))}.",
+                    f"d2's 10 outputs do not divide by the {p['model']} devices of 'model': DTensor refuses the "
+                    f"layout; answer None.")
         if given == CANNOT:
             return (f"this mesh can hold {name}: every axis it shards divides by the size of its mesh axis, so work "
                     f"out its bytes.", "")
@@ -230,14 +329,15 @@ class MemoryBudget(Exercise):
             return ("that is the weights alone; the question counts the optimizer's slots too.",
                     "SGD with momentum keeps one slot per weight, in the weight's layout: 2 x the weights.")
         if given in (slips["chapter, adam"][name], slips["chapter, adam"][name] + 8):
-            return ("those are Adam's bytes on the chapter's batch=4 x model=2 mesh (the chapter's table with d1 "
-                    "widened to 2048 units); this exercise trains with SGD with momentum, on batch=4 x model=4.", "")
+            return (f"those are Adam's bytes on the chapter's batch=4 x model=2 mesh (the chapter's table with d1 "
+                    f"widened to {p['hidden']} units); this exercise trains with SGD with momentum, on "
+                    f"{mesh_text(list(_budget_mesh(p).items()))}.", "")
         if given == slips["chapter mesh"][name]:
             return (f"that divides by the chapter's axis sizes (batch=4, model=2); on this exercise's mesh "
-                    f"{mesh_text(list(BUDGET_MESH.items()))}, which axis splits what in {name}?", "")
+                    f"{mesh_text(list(_budget_mesh(p).items()))}, which axis splits what in {name}?", "")
         if given in slips["128"][name]:
-            return ("those are the bytes of the chapter's MLP (128 hidden units); this exercise's d1 has 2048 "
-                    "units.", "")
+            return (f"those are the bytes of the chapter's MLP (128 hidden units); this exercise's d1 has "
+                    f"{p['hidden']} units.", "")
         if unit_slip(raw, truth[name]) or unit_slip(raw, truth[name] + 8):
             return unit_slip(raw, truth[name]) or unit_slip(raw, truth[name] + 8), ""
         if given * 4 == truth[name]:

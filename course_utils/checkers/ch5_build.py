@@ -1,8 +1,8 @@
 """Chapter 5 · the build-and-measure exercise: a model built on a mesh within a memory budget (exercise 6).
 
-``collect`` calls the learner's ``build_on_mesh`` on the checker's two cases (weights and batches drawn from
-the check's seed), steps the result and measures it; ``judge`` compares what crossed with one device's step
-in NumPy (``reference_mlp``, ``reference_adam_first_step``) for the same seed.
+``collect`` calls the learner's ``build_on_mesh`` on the checker's cases (``ch5_cases.BUILD_CASES``; weights and
+batches drawn from the check's seed), steps the result and measures it; ``judge`` compares what crossed with one
+device's step in NumPy (``reference_mlp``, ``reference_adam_first_step``) for the same seed.
 """
 import math
 import re
@@ -321,12 +321,10 @@ class BuildOnMesh(Exercise):
                         raise ValueError("a case is missing from the data")
                     results.append(self._judge_case(given_cases[index], case, seed))
                 except _Stop as stop:
-                    for found in results:
-                        self._judge_memory(fb, found)
+                    self._judge_memories(fb, results)
                     fb.wrong(f"{_case_text(case)}: {stop.message}", answer=stop.answer)
                     return fb
-        for found in results:
-            self._judge_memory(fb, found)
+        self._judge_memories(fb, results)
         problems = [(found, self._judge_loss(found)) for found in results]
         bad = next(((f, p) for f, p in problems if p), None)
         if bad is None:
@@ -435,16 +433,30 @@ class BuildOnMesh(Exercise):
                 f"cross-entropy over the whole batch changes them on one device.", "")
 
     @staticmethod
-    def _judge_memory(fb, found):
-        """One point per case: what each device holds against the budget, and, if over, which idea is missing."""
+    def _judge_memories(fb, results):
+        """The memory points: one per case that one placement alone fits, and one shared by the cases that several
+        fit (where the bytes sent decide), earned when every one of them is right."""
+        verdicts = [(len(_judge_placements_that_fit(found["case"])) > 1, BuildOnMesh._judge_memory(found))
+                    for found in results]
+        for several in (False, True):
+            group = [verdict for shared, verdict in verdicts if shared == several]
+            for index, (ok, text, answer) in enumerate(group):
+                if ok:
+                    fb.right(text, points=0 if several and (index or not all(v[0] for v in group)) else 1)
+                else:
+                    fb.wrong(text, answer=answer)
+
+    @staticmethod
+    def _judge_memory(found):
+        """(right, what to say, the part that gives the answer away) for one case: what each device holds against the
+        budget, and, if over, which idea is missing; if it fits, whether it sends the fewest bytes of those that fit."""
         case, held, in_weights = found["case"], found["held"], found["in_weights"]
         budget = case["budget"]
         placed = ", ".join(f"{n} {_specs_text(s)}" for n, s in zip(BUILD_NAMES, found["specs"]))
         what = f"{_case_text(case)}: each device holds {held:,} B ({in_weights:,} in weights, " \
                f"{held - in_weights:,} in Adam's state) with {placed}"
         if held <= budget:
-            BuildOnMesh._judge_choice(fb, found, what)
-            return
+            return BuildOnMesh._judge_choice(found, what)
         hidden = case["hidden"]
         replicated = [all(s == UNSHARDED for s in spec) for spec in found["specs"]]
         if all(replicated):
@@ -461,29 +473,28 @@ class BuildOnMesh(Exercise):
         if in_weights <= budget:
             slots = (f" The weights alone ({in_weights:,} B) would fit: Adam keeps two slots per weight in the "
                      f"weight's layout, so its state is twice the weights' bytes. Count it when you choose.")
-        fb.wrong(f"{what}: over the budget; {why}.{slots}", answer=_judge_fitting_text(case))
-
+        return False, f"{what}: over the budget; {why}.{slots}", _judge_fitting_text(case)
 
     @staticmethod
-    def _judge_choice(fb, found, what):
-        """A case whose budget several placements fit: the placement must send no more bytes per step than the
-        cheapest of them (exercise 5's choice: a roomy budget may need no split at all)."""
+    def _judge_choice(found, what):
+        """(right, what to say, the answer) for a placement that fits: where several fit, it must send no more bytes
+        per step than the cheapest of them (exercise 5's choice: a roomy budget may need no split at all, and the
+        first that fits, or the one that holds the most or the least, is not always the cheapest)."""
         case = found["case"]
         if len(_judge_placements_that_fit(case)) < 2:
-            fb.right(what)
-            return
+            return True, what, ""
         cheapest, least = _judge_cheapest(case)
         sent = _judge_bytes_sent(found["specs"], case)
         if sent is not None and sent <= least:
-            fb.right(f"{what}: of the placements that fit, one that sends the fewest bytes per step")
-            return
+            return True, f"{what}: of the placements that fit, one that sends the fewest bytes per step", ""
         cost = (f"yours sends {sent:,} B per device per step on these CPUs (the chapter's cost model), and "
                 if sent is not None else "")
         replicate = ": keep every weight replicated; the budget needs no split" if cheapest == "data parallel" else ""
-        fb.wrong(f"{what}: it fits, but this budget is roomy: {cost}another placement of exercise 5's table fits too "
-                 f"and sends fewer. Where several fit, take the one that sends the fewest bytes per step, as in "
-                 f"exercise 5: compare what each sends, not only what each holds.",
-                 answer=f"Here {cheapest} sends {least:,} B per device per step{replicate}.")
+        return False, (f"{what}: it fits, but more than one placement fits this budget: {cost}another placement of "
+                       f"exercise 5's table fits too and sends fewer. Where several fit, take the one that sends the "
+                       f"fewest bytes per step, as in exercise 5: compare what each sends, not only what each holds, "
+                       f"nor which comes first in the table."), \
+            f"Here {cheapest} sends {least:,} B per device per step{replicate}."
 
 
 def _sums_the_loss_over_batch(kind, axes, tensor_bytes):

@@ -119,7 +119,8 @@ class PadTheLastBatch(Exercise):
             images, labels = pack_case(case, seed)
             for name, value, original in zip(PART_NAMES, result, (images, labels, None)):
                 if problems[name] is None:
-                    problems[name] = self._judge_part(name, value, original, case, found["mesh"], where)
+                    problems[name] = self._judge_part(name, value, original, case, found["mesh"], where,
+                                                      padded_images=result[0], real_images=images)
         for name in PART_NAMES:
             if problems[name] is None and len(given) == len(PACK_CASES):
                 fb.right(f"{name}: the examples split over 'batch', padded as the split needs, in every case")
@@ -152,8 +153,11 @@ class PadTheLastBatch(Exercise):
             fb.wrong(f"pack_fn raised {message[:300]} (for {where}).")
 
     @staticmethod
-    def _judge_part(name, value, original, case, mesh, where):
-        """None when ``value`` is right for this case, else (what is wrong, the part that gives it away)."""
+    def _judge_part(name, value, original, case, mesh, where, padded_images=None, real_images=None):
+        """None when ``value`` is right for this case, else (what is wrong, the part that gives it away).
+
+        ``padded_images`` (what pack_fn returned as images) and ``real_images`` (the case's) let the weights' hint
+        say when the padding is copies of real examples."""
         import numpy as np
 
         layout = layout_of(value)
@@ -211,13 +215,42 @@ class PadTheLastBatch(Exercise):
             if array.dtype.kind != "f":
                 return f"the weights are {array.dtype}: give float weights, to multiply the per-tag losses.", ""
             if np.array_equal(array, np.ones_like(array)) and padded > examples:
+                if _pads_with_copies(padded_images, real_images):
+                    return (f"every weight is 1 ({where}), and the padded examples are copies of real ones: each "
+                            f"copied example counts twice in the mean loss, so the mean is not the mean over the "
+                            f"real examples, each once. Copies are fine as padding; what must their weights be?",
+                            "0.0 for the padded examples (copies or zeros), 1.0 for the real ones.")
                 return (f"every weight is 1 ({where}): the padding counts in the mean loss as if it were data.",
                         "0.0 for the padded examples, 1.0 for the real ones.")
+            if padded > examples and np.array_equal(array, np.roll(want, padded - examples, axis=1)):
+                return (f"the weights are 0.0 for the first {padded - examples} examples and 1.0 for the last "
+                        f"{examples} ({where}): they mark the padding as if it came BEFORE the real examples. The "
+                        f"padding goes after them, so that example i of the batch stays example i.", "")
             if not np.array_equal(array, want):
                 return (f"the weights are not 1.0 for every tag of a real example and 0.0 for the padding's "
                         f"({where}).", "")
             return None
         if not np.array_equal(array[:, :examples], original):
+            if padded > examples and np.array_equal(array[:, padded - examples:], original):
+                return (f"the padding comes first ({where}): the {padded - examples} padded examples lead along axis "
+                        f"1 and the real ones follow, so example i of the batch is no longer example i (and the "
+                        f"first 'batch' group gets the padding). Put the padding after the real examples.",
+                        "np.pad(..., [(0, 0), (0, extra), ...]): the extra examples at the end of axis 1.")
             return (f"the first {examples} examples along axis 1 are not the batch as given ({where}): keep every "
                     f"example, in order, and put the padding after them.", "")
         return None
+
+
+def _pads_with_copies(padded_images, real_images):
+    """Whether every padded example of ``padded_images`` (a DTensor, time-major) is a copy of a real one."""
+    import numpy as np
+
+    if padded_images is None or real_images is None or layout_of(padded_images) is None:
+        return False
+    array = np.asarray(global_numpy(padded_images))
+    examples = real_images.shape[EXAMPLES_AXIS]
+    if array.shape[1:2] <= (examples,) or array.shape[:1] + array.shape[2:] != real_images.shape[:1] + \
+            real_images.shape[2:]:
+        return False
+    return all(any(np.array_equal(array[:, extra], real_images[:, real]) for real in range(examples))
+               for extra in range(examples, array.shape[EXAMPLES_AXIS]))

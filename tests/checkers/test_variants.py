@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from course_utils.checkers import chapter_definition, ch4, ch8, exercises
+from course_utils.checkers import chapter_definition, ch4, ch5_budget, ch8, exercises
 from course_utils.checkers.core import GRADED
 from course_utils.checkers.variants import VARIANT_ENV, fill, student_rng, student_variant, variant_from_env, \
     variant_label
@@ -22,7 +22,7 @@ DRAWS = 200
 FEWEST_DISTINCT = {12: 18}  # 12.1 states two small numbers (service workers, trainers): 41 variants in all
 NEIGHBOUR_SHARE = {9: 1 / 2}  # 9.3: each case has two reachable answers (its own or "error", as its files meet the
 # workers), so a neighbour's four answers are right on a little under half of the cases (measured: 1.75 of 4)
-VARIED = {1: ("q1", "q2"), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 7: ("q2", "q4"), 8: ("q1",),
+VARIED = {1: ("q1", "q2"), 2: ("q3",), 3: ("q1", "q2"), 4: ("q3", "q4", "q5"), 5: ("q5",), 7: ("q2", "q4"), 8: ("q1",),
           9: ("q3",), 12: ("q1",)}  # the chapters converted so far, and their exercises that vary
 
 
@@ -524,6 +524,72 @@ def test_ch7_q2_both_layout_maps_find_what_the_solution_says_on_many_draws(mesh4
     exact = keras2.dtensor.experimental.LayoutMap(mesh42)  # why KEY_POOL has no whole path: an exact key comes first
     exact[".*dense_1/kernel"], exact["mlp/dense_1/kernel"] = layouts
     assert exact["mlp/dense_1/kernel"] == layouts[1]
+def test_ch5_q5_every_draw_is_valid_and_its_solution_scores_full_marks():
+    mib = 2**20
+    for params in draws(ch5_budget.MemoryBudget):
+        assert params != ch5_budget.MemoryBudget.defaults
+        batch, model = params["batch"], params["model"]
+        assert batch * model > 8 and 784 % batch == 0 and params["examples"] % batch == 0
+        held = ch5_budget._reference_budget_memory(params)
+        assert (held["outputs split"] is None) == (10 % model != 0)
+        assert params["hidden"] % model == 0 and None not in (held["tensor parallel"], held["2-D"])
+        fits = {budget: [name for name, total in held.items() if total is not None and total <= params[budget] * mib]
+                for budget in ("roomy", "tight")}
+        choice = ch5_budget._reference_budget_choice(params)
+        assert len(fits["tight"]) == 1 and choice["tight"] == fits["tight"][0] != choice["roomy"], params
+        assert len(fits["roomy"]) >= 2 and choice["roomy"] != min(fits["roomy"], key=held.get), params
+        exercise = item(5, "q5", params)
+        result = exercise.evaluate(*solution_answers(exercise))
+        assert result.points == result.max_points, (params, str(result))
+    assert {p["model"] for p in draws(ch5_budget.MemoryBudget)} == {2, 4, 8}  # outputs split can be placed, or not
+
+
+def test_ch5_q5_the_typical_mistakes_get_their_hint_on_every_draw():
+    for params in draws(ch5_budget.MemoryBudget, 60):
+        exercise = item(5, "q5", params)
+        memory, choice = solution_answers(exercise)
+        slips = exercise._grade_slips()
+        name = "FSDP-style"  # every mesh can hold it
+
+        def told(answer, *fragments, picks=choice, points=5):
+            result = exercise.evaluate(dict(memory, **{name: answer}) if answer is not None else memory, picks)
+            assert result.points == points and all(f in result.message for f in fragments), (params, str(result))
+
+        told(slips["adam"][name], "counts two slots per weight")
+        told(slips["weights"][name], "that is the weights alone")
+        told(memory[name] + 8, "8-byte step counter")
+        told(memory[name] // 4, "counts float32 numbers")
+        if params["batch"] != 4:
+            told(slips["chapter mesh"][name], "divides by the chapter's axis sizes")
+        if 10 % params["model"]:
+            name = "outputs split"
+            told(12345, "this mesh cannot hold outputs split at all")
+            told(slips["uneven"][name], "the remainder of an uneven split dropped")
+        else:
+            name = "outputs split"
+            told("cannot", "this mesh can hold outputs split")
+        held = ch5_budget._reference_budget_memory(params)
+        fitting = [n for n, total in held.items() if total is not None and total <= params["roomy"] * 2**20]
+        least = min(fitting, key=held.get)
+        told(None, "roomy: " + least + " fits and holds the least, but", picks=dict(choice, roomy=least))
+        over = next(n for n, total in held.items() if total is not None and total > params["tight"] * 2**20)
+        told(None, f"tight: {over} holds more than {params['tight'] * 2**20:,} bytes", picks=dict(choice, tight=over))
+        if 10 % params["model"]:
+            told(None, "cannot be placed on this mesh", picks=dict(choice, tight="outputs split"))
+        told(None, "choice: " + choice["roomy"] + " under the roomy budget", picks={
+            f"{params['roomy']} MiB": choice["roomy"], f"{params['tight']}": choice["tight"]}, points=6)
+        assert f"('batch' {params['batch']}, 'model' {params['model']})" in exercise.hint_body(2)
+
+
+def test_ch5_q5_the_cell_before_the_answer_prints_what_each_placement_of_the_variant_sends(capsys):
+    for params in draws(ch5_budget.MemoryBudget, 6):
+        code = item(5, "q5", params).rendered_cells()["c15b"]
+        exec(code, {})  # noqa: S102 - the course's own cell
+        printed = capsys.readouterr().out
+        sent = ch5_budget.budget_bytes_sent(ch5_budget._budget_mesh(params), params["hidden"], params["examples"])
+        for name, total in sent.items():
+            assert re.search(re.escape(name) + rf" +{total:,} ", printed), (params, printed)
+        assert ("tensor parallel" in printed) == (params["hidden"] % params["model"] == 0)
 
 
 def test_ch7_q4_every_draw_is_valid_and_its_solution_scores_full_marks():

@@ -98,7 +98,7 @@ def test_student_handouts_one_per_student_and_chapter(tmp_path):
     assert created and key_path == tmp_path / "course.key"
     chapters = len(list((ROOT / "solutions").glob("*.ipynb")))
     assert len(written) == 2 * chapters and (tmp_path / "out" / "04_meshes_and_layouts-bob.ipynb") in written
-    assert distinct["04_meshes_and_layouts"] == 2 and distinct["05_dtensor_with_keras"] == 1
+    assert distinct["04_meshes_and_layouts"] == 2 and distinct["06_core_api_mlp_adam"] == 1
     again = build.write_student_handouts(ROOT, tmp_path / "again", path, key_path)
     assert not again[2] and (tmp_path / "again" / written[0].name).read_text() == written[0].read_text()
 

@@ -14,8 +14,8 @@ from course_utils.tools.build import student_notebook
 from notebooks import ROOT, read_grades
 
 CHAPTERS = {1: "01_tensors_and_devices", 2: "02_strategies_one_machine", 3: "03_beyond_one_process",
-            4: "04_meshes_and_layouts", 7: "07_where_next", 8: "08_keras3_on_jax", 9: "09_watch_and_feed",
-            12: "12_practice_at_scale"}  # the chapters whose exercises vary so far
+            4: "04_meshes_and_layouts", 5: "05_dtensor_with_keras", 7: "07_where_next", 8: "08_keras3_on_jax",
+            9: "09_watch_and_feed", 12: "12_practice_at_scale"}  # the chapters whose exercises vary so far
 
 
 def test_own_variant_full_marks_a_neighbours_less_and_flagged(tmp_path):
