@@ -4,10 +4,12 @@
 placement it chose from the compiled step (``ch8_sent.py``) and returns what it found as plain data;
 ``ch8_build.BudgetStep.judge`` judges it.
 """
+import copy
 import math
 
 from .answers import short_error
-from .ch8_run import _ModelMaker, _call_with_time_limit, _device_ids, describe_builds, describe_step
+from .ch8_run import (_ModelMaker, _call_with_time_limit, _device_ids, describe_builds, describe_distribution,
+                      describe_step)
 from .ch8_sent import step_collectives
 
 
@@ -26,6 +28,7 @@ TIGHT = {"model": BUDGET_MODEL, "input": BUDGET_INPUT, "layers": BUDGET_LAYERS, 
 # Another model, mesh, axis names and batch.
 ROOMY = {"model": "stack", "input": (6, 6, 1), "layers": (("s1", 24, "relu"), ("s2", 10, None)),
          "mesh": ((4, 2), ("rows", "cols")), "bytes": 20_000, "batch": 512}
+_SENT = {}  # the collectives measured per case and placement in this process: a check run again compiles nothing
 
 
 def budget_case(seed=0, case=TIGHT):
@@ -104,8 +107,26 @@ def _measure_sent(make_model, builds, returned_build, images, labels, split_only
         if isinstance(distribution, kd.ModelParallel):  # the placement's price: the batch along the first axis
             distribution = kd.ModelParallel(layout_map=distribution._layout_map,
                                             batch_dim_name=distribution.device_mesh.axis_names[0])
-        try:
-            sent[index] = step_collectives(make_model, distribution, images.shape, labels.shape)
-        except Exception as err:
-            sent[index] = short_error(err)
+        sent[index] = _collectives_once(make_model, distribution, images.shape, labels.shape)
     return sent
+
+
+def _collectives_once(make_model, distribution, images_shape, labels_shape):
+    """:func:`.ch8_sent.step_collectives` (or the error's text), measured once per process for each model and
+    ModelParallel placement (what the installed Keras's lookup gives each weight: that alone places the weights)."""
+    from keras import distribution as kd
+
+    key = None
+    if isinstance(distribution, kd.ModelParallel):
+        paths = list(make_model.values)
+        key = repr((make_model.model_name, make_model.input_shape, make_model.layers, tuple(images_shape),
+                    tuple(labels_shape), describe_distribution(distribution, paths)))
+    if key in _SENT:
+        return copy.deepcopy(_SENT[key])
+    try:
+        found = step_collectives(make_model, distribution, images_shape, labels_shape)
+    except Exception as err:
+        found = short_error(err)
+    if key is not None:
+        _SENT[key] = copy.deepcopy(found)
+    return found
