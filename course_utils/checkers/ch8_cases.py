@@ -8,8 +8,7 @@ import copy
 import math
 
 from .answers import short_error
-from .ch8_run import (_ModelMaker, _call_with_time_limit, _device_ids, describe_builds, describe_distribution,
-                      describe_step)
+from .ch8_run import _ModelMaker, _call_with_time_limit, _device_ids, describe_builds, describe_step
 from .ch8_sent import step_collectives
 
 
@@ -113,14 +112,21 @@ def _measure_sent(make_model, builds, returned_build, images, labels, split_only
 
 def _collectives_once(make_model, distribution, images_shape, labels_shape):
     """:func:`.ch8_sent.step_collectives` (or the error's text), measured once per process for each model and
-    ModelParallel placement (what the installed Keras's lookup gives each weight: that alone places the weights)."""
+    ModelParallel distribution: the same mesh, batch axis and LayoutMap (its keys and layouts as written) place every
+    variable the same way, whatever the starting weights."""
     from keras import distribution as kd
 
     key = None
     if isinstance(distribution, kd.ModelParallel):
-        paths = list(make_model.values)
-        key = repr((make_model.model_name, make_model.input_shape, make_model.layers, tuple(images_shape),
-                    tuple(labels_shape), describe_distribution(distribution, paths)))
+        try:
+            mesh = distribution.device_mesh
+            key = repr((make_model.model_name, make_model.input_shape, make_model.layers, tuple(images_shape),
+                        tuple(labels_shape), tuple(mesh.shape), tuple(mesh.axis_names), _device_ids(mesh),
+                        distribution.batch_dim_name,
+                        [(repr(pattern), getattr(layout, "axes", layout))
+                         for pattern, layout in distribution._layout_map._layout_map.items()]))
+        except Exception:  # a map Keras could not read back: measured every time
+            key = None
     if key in _SENT:
         return copy.deepcopy(_SENT[key])
     try:
