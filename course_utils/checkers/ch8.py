@@ -2,8 +2,8 @@
 
 Exercises 1 and 3's answers are data. Exercise 2's answer is a function that ports a tf_keras ``LayoutMap``
 (``ch8_port.py``: its ``collect`` calls it on the checker's maps and models, its ``judge`` needs only ``re``).
-Exercise 4 (``ch8_build.py``) runs the learner's training step with Keras on JAX in ``collect``; its ``judge``
-uses NumPy only. Nothing here imports JAX, Keras or TensorFlow at module level.
+Exercise 4 (``ch8_build.py``, its cases in ``ch8_cases.py``) runs the learner's training step with Keras on JAX in
+``collect``; its ``judge`` uses NumPy only. Nothing here imports JAX, Keras or TensorFlow at module level.
 """
 import itertools
 import math

@@ -1,48 +1,17 @@
 """Chapter 8 · the build-and-measure exercise: one training step within a memory budget with ModelParallel on JAX (exercise 4).
 
-``collect`` runs the learner's ``train_one_step`` with Keras on JAX (its helpers are in ``ch8_run.py``)
-and sends what it did as plain data; ``judge`` reads that data with NumPy only (no Keras, no JAX).
+``collect`` runs the learner's ``train_one_step`` on the cases of ``ch8_cases.py`` with Keras on JAX and sends what
+it did as plain data; ``judge`` (here) reads that data with NumPy only (no Keras, no JAX).
 """
 import math
 import re
 
-from .answers import short_error
+from . import ch8_cases
 from .core import Exercise, Feedback
-from .ch8_run import _ModelMaker, _call_with_time_limit, _device_ids, describe_builds, describe_step
-from .ch8_sent import bytes_sent, step_collectives
+from .ch8_cases import BUDGET_BATCH, BUDGET_BYTES, BUDGET_MESH, ROOMY, TIGHT, budget_case, collect_case
+from .ch8_sent import bytes_sent
 
-
-BUDGET_MODEL = "tower"
-BUDGET_INPUT = (10, 10, 1)
-BUDGET_LAYERS = (("h1", 96, "relu"), ("out", 10, None))  # Dense layers: name, units, activation (two: compiled fast)
-BUDGET_MESH = ((2, 4), ("data", "model"))  # the first axis splits the batch
-BUDGET_BYTES = 12_000  # whole: 42 664 bytes; h1's kernel split 4 ways: 13 864; both kernels split: 10 984
-BUDGET_BATCH = 48  # more than fit's default batch of 32: fit without batch_size runs two steps
-BUDGET_SECONDS = 60  # the learner's call: a stuck all-reduce (some jax versions, few cores) becomes a hint
-TIGHT = {"model": BUDGET_MODEL, "input": BUDGET_INPUT, "layers": BUDGET_LAYERS, "mesh": BUDGET_MESH,
-         "bytes": BUDGET_BYTES, "batch": BUDGET_BATCH}
-# Issue 37: a second case, run once the first returns, whose budget the whole model fits (4 552 bytes): the budget is
-# a decision, and splitting nothing is its answer here: with 512 examples, 128 per group, every split sends more bytes
-# per step than none (what it adds over 'cols' or 'rows' outweighs the gradient bytes it saves; test_ch8.py measures).
-# Another model, mesh, axis names and batch.
-ROOMY = {"model": "stack", "input": (6, 6, 1), "layers": (("s1", 24, "relu"), ("s2", 10, None)),
-         "mesh": ((4, 2), ("rows", "cols")), "bytes": 20_000, "batch": 512}
 KERAS_RULES = ("search", "fullmatch")  # Keras 3.13 (Colab), Keras 3.15
-
-
-def _budget_case(seed=0, case=TIGHT):
-    """The starting weights ``{path: array}`` and a batch (images, labels) for one case of exercise 4 (:data:`TIGHT`
-    or :data:`ROOMY`), drawn from ``seed`` (NumPy, float32)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed if case is TIGHT else [seed, 4])
-    values, fan_in = {}, math.prod(case["input"])
-    for name, units, _ in case["layers"]:
-        values[f"{case['model']}/{name}/kernel"] = rng.normal(0, fan_in ** -0.5, (fan_in, units)).astype("float32")
-        values[f"{case['model']}/{name}/bias"] = rng.normal(0, 0.1, units).astype("float32")
-        fan_in = units
-    images = rng.random((case["batch"], *case["input"]), dtype=np.float32)
-    return values, images, rng.integers(0, case["layers"][-1][1], case["batch"]).astype("int32")
 
 
 def _reference_numpy_step(values, images, labels, case=TIGHT):
@@ -117,74 +86,6 @@ def _judge_why_more_steps(calls, examples):
     return "one step is one batch of all the examples, once."
 
 
-def _collect_case(train_one_step, devices, case, seed):
-    """Call ``train_one_step`` on one case (a time limit of ``BUDGET_SECONDS``) and describe what it did: the keys
-    :meth:`BudgetStep.collect` lists, as plain data."""
-    from keras import distribution as kd
-
-    device_mesh = kd.DeviceMesh(shape=case["mesh"][0], axis_names=case["mesh"][1], devices=devices[:8])
-    values, images, labels = _budget_case(seed, case)
-    make_model = _ModelMaker(values, case["model"], case["input"], case["layers"])
-    outcome = _call_with_time_limit(train_one_step, (make_model, device_mesh, case["bytes"], images, labels),
-                                    BUDGET_SECONDS)
-    builds = list(make_model.builds)
-    returned = outcome.get("value")
-    pair = isinstance(returned, tuple) and len(returned) == 2
-
-    def build_of(value):
-        return next((index for index, build in enumerate(builds) if value is not None and build["model"] is value),
-                    None)
-
-    data = {"mesh_devices": _device_ids(device_mesh),
-            "outcome": "timeout" if outcome.get("timeout") else "error" if "error" in outcome else "value",
-            "returned": {"type": type(returned).__name__, "ellipsis": returned is Ellipsis, "pair": pair,
-                         "model_is_none": pair and returned[0] is None,
-                         "model_build": build_of(returned[0]) if pair else None,
-                         "loss_build": build_of(returned[1]) if pair else None},
-            "builds": describe_builds(builds, list(values)), "step": None,
-            "sent": _measure_sent(make_model, builds, build_of(returned[0]) if pair else None, images, labels,
-                                  split_only=case is ROOMY)}
-    if "error" in outcome:
-        error = outcome["error"]
-        data.update(error=short_error(error), attribute_error=isinstance(error, AttributeError))
-    elif data["outcome"] == "value" and data["returned"]["model_build"] is not None:
-        data["step"] = describe_step(*returned)
-    return data
-
-
-def _measure_sent(make_model, builds, returned_build, images, labels, split_only=False):
-    """Per build of ``builds``: the collectives of one compiled step (:func:`.ch8_sent.step_collectives`) under its
-    distribution (a ModelParallel's layouts with the batch along the mesh's first axis, as the exercise asks, so
-    that a wrong batch_dim_name is told once), for the build the judge reads (the model returned, else the last
-    built under a distribution); None for the others, or the error's text where Keras or JAX could not place it.
-    With ``split_only`` (the roomy case, whose feedback prices only a split), a model with every weight whole on
-    every device is not compiled again (a compile takes a second or two)."""
-    sent = [None] * len(builds)
-    placed = [index for index, build in enumerate(builds) if build["distribution"] is not None]
-    index = returned_build if returned_build is not None and returned_build in placed else (
-        placed[-1] if placed else None)
-    if index is not None and split_only:
-        model = builds[index]["model"]
-        try:
-            whole = all(shard.data.nbytes == weight.value.nbytes for weight in model.weights
-                        for shard in weight.value.addressable_shards)
-        except Exception:
-            whole = False
-        index = None if whole else index
-    if index is not None:
-        from keras import distribution as kd
-
-        distribution = builds[index]["distribution"]
-        if isinstance(distribution, kd.ModelParallel):  # the placement's price: the batch along the first axis
-            distribution = kd.ModelParallel(layout_map=distribution._layout_map,
-                                            batch_dim_name=distribution.device_mesh.axis_names[0])
-        try:
-            sent[index] = step_collectives(make_model, distribution, images.shape, labels.shape)
-        except Exception as err:
-            sent[index] = short_error(err)
-    return sent
-
-
 STUCK = ("train_one_step did not return within {seconds} s: the devices' all-reduce is probably stuck (a problem "
          "of some jax versions on CPUs with few cores; the chapter's guard explains it). Restart the kernel, install "
          "the jax the course pins and try again.")
@@ -219,7 +120,7 @@ class BudgetStep(Exercise):
 
     def collect(self, train_one_step, seed=0):
         """Runs ``train_one_step(make_model, device_mesh, BUDGET_BYTES, images, labels)`` with Keras on JAX, the
-        starting weights and the batch drawn from ``seed``, within ``BUDGET_SECONDS``.
+        starting weights and the batch drawn from ``seed``, within ``ch8_cases.BUDGET_SECONDS``.
 
         What crosses: ``"callable"`` and ``"type"`` (the answer's); ``"backend"`` and ``"devices"`` (Keras'
         backend and device count: the function runs only on JAX with 8 devices); ``"mesh_devices"`` (the ids
@@ -228,7 +129,7 @@ class BudgetStep(Exercise):
         whose model is None, and which build the model (or the loss) is); ``"builds"`` (per call of
         make_model: :func:`.ch8_run.describe_builds`); ``"step"`` (:func:`.ch8_run.describe_step` of the
         model returned, when make_model built it); ``"sent"`` (per build, the collectives of a step compiled under
-        its distribution, for the build judged: :func:`_measure_sent`), all for :data:`TIGHT`; and ``"roomy"``: the
+        its distribution, for the build judged: :func:`.ch8_cases._measure_sent`), all for :data:`TIGHT`; and ``"roomy"``: the
         same for :data:`ROOMY`, run once the first case returned (else None).
         """
         data = {"callable": callable(train_one_step), "type": type(train_one_step).__name__}
@@ -241,8 +142,8 @@ class BudgetStep(Exercise):
         data.update(backend=keras.backend.backend(), devices=len(devices))
         if data["backend"] != "jax" or len(devices) < 8:
             return data
-        data.update(_collect_case(train_one_step, devices, TIGHT, seed))
-        data["roomy"] = _collect_case(train_one_step, devices, ROOMY, seed) if data["outcome"] == "value" else None
+        data.update(collect_case(train_one_step, devices, TIGHT, seed))
+        data["roomy"] = collect_case(train_one_step, devices, ROOMY, seed) if data["outcome"] == "value" else None
         return data
 
     def judge(self, data, seed=0):
@@ -258,12 +159,12 @@ class BudgetStep(Exercise):
             fb.wrong(f"Keras runs on {data['backend']} with {data['devices']} device(s); this exercise needs JAX "
                      f"with 8: restart the kernel and run the set-up cell first.")
             return fb
-        values, images, labels = _budget_case(seed)
+        values, images, labels = budget_case(seed)
         builds, returned, outcome = data["builds"], data["returned"], data["outcome"]
         if returned["ellipsis"] and not builds:
             fb.wrong("train_one_step still returns the placeholder `...`: write its body.")
             return fb
-        stuck = STUCK.format(seconds=BUDGET_SECONDS)
+        stuck = STUCK.format(seconds=ch8_cases.BUDGET_SECONDS)  # read now: a test shortens it
         if outcome == "timeout" and not builds:
             fb.wrong(stuck)
             return fb
@@ -320,7 +221,7 @@ class BudgetStep(Exercise):
         import numpy as np
 
         shape, names = ROOMY["mesh"]
-        values, images, labels = _budget_case(seed, ROOMY)
+        values, images, labels = budget_case(seed, ROOMY)
         whole = sum(value.nbytes for value in values.values())
         where = (f"The second case (a {shape} mesh with axes {names}, a model of {whole} bytes, a budget of "
                  f"{ROOMY['bytes']})")
@@ -331,7 +232,7 @@ class BudgetStep(Exercise):
         build = builds[returned["model_build"]] if returned["pair"] and returned["model_build"] is not None else None
         if roomy["outcome"] != "value":
             fb.wrong(f"{where}: train_one_step " + (f"raised {roomy['error']}." if roomy["outcome"] == "error" else
-                                                    f"did not return within {BUDGET_SECONDS} s."))
+                                                    f"did not return within {ch8_cases.BUDGET_SECONDS} s."))
         elif build is None or roomy["step"] is None or "loss" not in roomy["step"]:
             fb.wrong(f"{where}: train_one_step returned {returned['type']}, not the model make_model() built and "
                      f"the step's loss.")

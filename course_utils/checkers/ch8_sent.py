@@ -12,6 +12,10 @@ COLLECTIVE = re.compile(r"= (?P<shapes>.*?) (?P<op>all-reduce|all-gather|reduce-
                         r"collective-permute)(?:-start)?\(.*?replica_groups=(?P<groups>\{\{[\d,{}]*\}\}|"
                         r"\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?)")
 ITEM_BYTES = {"f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "bf16": 2, "f16": 2, "pred": 1}
+# LLVM's machine-code optimizations off: they run after XLA has placed the collectives (the SPMD partitioner and the
+# all-reduce combiner are HLO passes), and skipping them halves a compile (tests/checkers/test_ch8.py measures every
+# placement this way and finds the same prices).
+COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 
 
 def _group_size(text):
@@ -24,7 +28,7 @@ def step_collectives(make_model, distribution, images_shape, labels_shape):
     """The collectives of one compiled training step of ``make_model()`` built under ``distribution``: a list of
     ``[op, bytes of the tensor XLA prints, group size]`` (an all-gather's or an all-to-all's printed tensor is its
     output, a reduce-scatter's its piece). The model is compiled here with Adam and the exercise's loss, so that
-    the price is the placement's, whatever the learner compiled with.
+    the price is the placement's, whatever the learner compiled with. Compiled with :data:`COMPILER_OPTIONS`.
 
     Raises whatever Keras or JAX raise for a distribution they cannot place.
     """
@@ -42,7 +46,7 @@ def step_collectives(make_model, distribution, images_shape, labels_shape):
             model.metrics_variables))
         batch = tuple(jax.ShapeDtypeStruct(shape, dtype, sharding=distribution.get_data_layout(shape).backend_layout)
                       for shape, dtype in ((tuple(images_shape), np.float32), (tuple(labels_shape), np.int32)))
-        program = jax.jit(model.train_step).lower(state, (*batch, None)).compile().as_text()
+        program = jax.jit(model.train_step).lower(state, (*batch, None)).compile(COMPILER_OPTIONS).as_text()
     found = []
     for match in COLLECTIVE.finditer(program):
         tensors = re.findall(r"(\w+)\[([\d,]*)\]", match["shapes"])

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch8_build, exercises
+from course_utils.checkers import ch8_build, ch8_cases, exercises
 from helpers import (assert_correct, assert_hint, assert_tool_not_imported_before, grade, holding, sandbox_copy,
                      stripped_exercise)
 
@@ -673,7 +673,7 @@ def _grade_q4_cases(out_path):
 
     from keras import distribution as kd
 
-    from course_utils.checkers import ch8_build
+    from course_utils.checkers import ch8_cases
 
     lookup = inspect.getsource(kd.LayoutMap.__getitem__)  # the rule this Keras matches keys with, read as chapter 8 does
     rule = next(name for name in ("fullmatch", "search") if f"re.{name}(" in lookup)
@@ -681,7 +681,7 @@ def _grade_q4_cases(out_path):
     cases = {**RIGHT_Q4, **{name: case[0] for name, case in WRONG_Q4.items()}, "not a function": "train_one_step"}
     for name, function in cases.items():
         start = time.perf_counter()
-        ch8_build.BUDGET_SECONDS = 2 if name == "a step that never finishes" else 60
+        ch8_cases.BUDGET_SECONDS = 2 if name == "a step that never finishes" else 60
         texts[name] = exercises(8).q4.export(function)  # once: the self-study and the graded text of the same check
         result = exercises(8).q4.judge_export(texts[name])
         graded = exercises(8, mode="graded").q4.judge_export(texts[name])
@@ -710,13 +710,13 @@ def _measure_placements():
 
     from keras import distribution as kd
 
-    from course_utils.checkers import ch8_build, ch8_run, ch8_sent
+    from course_utils.checkers import ch8_cases, ch8_run, ch8_sent
 
     found = {}
-    for name, case in (("tight", ch8_build.TIGHT), ("roomy", ch8_build.ROOMY)):
+    for name, case in (("tight", ch8_cases.TIGHT), ("roomy", ch8_cases.ROOMY)):
         shape, names = case["mesh"]
         sizes, axis = dict(zip("BM", shape)), dict(zip("BM", names))
-        values, images, labels = ch8_build._budget_case(0, case)
+        values, images, labels = ch8_cases.budget_case(0, case)
         kernels = [path for path in values if path.endswith("/kernel")]
         options = [[layout for layout in TABLE if all(a is None or n % sizes[a] == 0
                                                       for n, a in zip(values[path].shape, layout))] for path in kernels]
@@ -786,7 +786,7 @@ def test_ch8_q4_fewest_bytes_sent_is_the_chapters_pair_then_nothing_split(q4_res
     table; an enumeration of every layout of every weight, biases too, 210 per case, found the same minima, with the
     pair's bias split or whole); the fixed rules' choices fit and send more."""
     fewest = ch8_build._reference_fewest_sent
-    for name, case in (("tight", ch8_build.TIGHT), ("roomy", ch8_build.ROOMY)):
+    for name, case in (("tight", ch8_cases.TIGHT), ("roomy", ch8_cases.ROOMY)):
         placements = q4_results["placements"][name]
         fitting = [(sent, keys) for keys, held, sent in placements if held <= case["bytes"]]
         sent, keys = min(fitting, key=lambda item: item[0])
@@ -826,9 +826,9 @@ def test_ch8_q4_reference_is_the_keras_loss():
     """The checker's NumPy step: the loss and gradients of its own model, checked by finite differences."""
     import numpy as np
 
-    from course_utils.checkers import ch8_build
+    from course_utils.checkers import ch8_build, ch8_cases
 
-    values, images, labels = ch8_build._budget_case()
+    values, images, labels = ch8_cases.budget_case()
     values = {path: value.astype("float64") for path, value in values.items()}
     loss, gradients = ch8_build._reference_numpy_step(values, images, labels)
     assert 1.5 < loss < 4.0 and set(gradients) == set(values)
@@ -840,7 +840,7 @@ def test_ch8_q4_reference_is_the_keras_loss():
         slope = (ch8_build._reference_numpy_step(nudged, images, labels)[0] - loss) / 1e-6
         assert abs(slope - gradients[path][index]) < 1e-4, path
     whole = sum(value.nbytes // 2 for value in values.values())  # float32 bytes
-    assert whole == 42_664 and whole > ch8_build.BUDGET_BYTES
+    assert whole == 42_664 and whole > ch8_cases.BUDGET_BYTES
 
 
 def test_ch8_q4_the_untouched_function_is_unanswered():
@@ -858,13 +858,13 @@ def test_ch8_q4_time_limit():
     import threading
     import time
 
-    from course_utils.checkers import ch8_build
+    from course_utils.checkers import ch8_run
 
-    assert ch8_build._call_with_time_limit(lambda a, b: a + b, (1, 2), 5) == {"value": 3}
-    assert isinstance(ch8_build._call_with_time_limit(lambda: 1 / 0, (), 5)["error"], ZeroDivisionError)
+    assert ch8_run._call_with_time_limit(lambda a, b: a + b, (1, 2), 5) == {"value": 3}
+    assert isinstance(ch8_run._call_with_time_limit(lambda: 1 / 0, (), 5)["error"], ZeroDivisionError)
     release = threading.Event()
     start = time.perf_counter()
-    assert ch8_build._call_with_time_limit(release.wait, (), 0.5) == {"timeout": True}
+    assert ch8_run._call_with_time_limit(release.wait, (), 0.5) == {"timeout": True}
     assert time.perf_counter() - start < 5
     release.set()
 
@@ -898,7 +898,7 @@ def test_ch8_stripped_copy_still_collects(name, request):
 
 # --- the graded sandbox's copy of this module states no answer ------------------------------------
 
-@pytest.mark.parametrize("name", ["ch8", "ch8_build", "ch8_run", "ch8_port", "ch8_sent", "ch8_texts"])
+@pytest.mark.parametrize("name", ["ch8", "ch8_build", "ch8_cases", "ch8_run", "ch8_port", "ch8_sent", "ch8_texts"])
 def test_ch8_the_sandbox_copy_states_no_answer(name):
     from course_utils.checkers import ch8, ch8_build, ch8_port
 
