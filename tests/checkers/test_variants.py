@@ -484,6 +484,12 @@ def test_ch7_q2_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_the
                 result = exercise.evaluate(dict(right, **{key: wrong}))
                 assert result.points == 5 and f"apply re.{ch7.RULES[rule].__name__} to each key and the path " \
                     f"{paths[part]!r}" in result.message, (params, key, wrong, str(result))
+            own = (ch7.RULES[rule], rule == "tf_keras")  # a mixed-up rule: another function, or the other policy
+            for other, first_wins in [(own[0], not own[1]), *((m, own[1]) for m in ch7.RULES.values() if m != own[0])]:
+                given = ch7._reference_lookup_as(other, first_wins, paths[part], keys)
+                if given != answer:
+                    message = exercise._evaluate((dict(right, **{key: given}),), {}, first_try=True).message
+                    assert "That is what" in message or "does not raise" in message, (params, key, given, message)
         assert f"Both paths start with '{model}/'" in exercise.hint_body(1)
     assert len(seen_keys) > 300
 
