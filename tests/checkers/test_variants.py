@@ -592,6 +592,14 @@ def test_ch9_q3_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_the
         cells = exercise.rendered_cells()
         assert f"`input_ops.auto_shard_dataset(dataset, {workers}, worker, {workers})`" in cells["c10"]
         assert f"every {ch9._nth(workers)} element" in cells["c10"] and "{{" not in "".join(cells.values())
+        # the learner's review: a variant's keys may belie their names ("many_files" with too few files), so it says
+        # that they only name the cases; a whole_files with too few elements is told of the DATA shard's check (the
+        # chapter read only the FILE one), and not the answer, on the first try
+        assert "The keys only name the cases: the table's code says how many files each one reads." in cells["c10"]
+        if right["whole_files"] == "error":
+            first = exercise._evaluate((dict(right, whole_files="by element"),), {}, first_try=True).message
+            assert "the same check as the FILE one the chapter read in the source" in first, first
+            assert "It is 'error'" not in first and "fails" not in first, first
         for case in ch9.SHARDING_CASES:  # the table's pipeline is the one the watch cell runs
             code = exercise.text_values()[f"{case}_code"]
             assert f"| `\"{case}\"` | `{code}`: " in cells["c10"]
