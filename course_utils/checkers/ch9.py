@@ -292,7 +292,8 @@ class WhoReadsWhat(Exercise):
         indent = " " * len(f'            "interleaved": {interleave}')
         names_note = ("" if p == _shard_defaults() else " The keys only name the cases: the table's code says how "
                       "many files each one reads.")
-        return {**p, "names_note": names_note, "workers_word": NUMBER_WORDS[workers], "most": most, "most_word": NUMBER_WORDS.get(most, most),
+        return {**p, "names_note": names_note, "workers_word": NUMBER_WORDS[workers], "most": most,
+                "most_word": NUMBER_WORDS.get(most, most),
                 "nth": _nth(workers), "twice": 2 * workers, "plus_one": workers + 1,
                 "many_files_code": f"tf.data.TFRecordDataset(files[:{p['many_files']}])",
                 "few_files_code": f"tf.data.TFRecordDataset(files[:{p['few_files']}])",
