@@ -210,6 +210,35 @@ def _reference_layout_map_lookup(rule, path, keys=KEYS):
     return found[0] if len(found) == 1 else "ValueError"
 
 
+MATCHES = {"match": "from the START of the path only", "search": "anywhere in the path",
+           "fullmatch": "only the WHOLE path"}  # what each of re's functions asks of a key
+
+
+def _reference_lookup_as(matcher, first_wins, path, keys):
+    """What a LayoutMap would find for ``path`` if it matched with ``matcher`` (re's function) and, when several keys
+    match, took the first inserted (``first_wins``) or raised: a typical wrong answer of exercise 2 is one of these."""
+    found = [key for key in keys if matcher(key, path)]
+    if not found:
+        return "replicated"
+    return found[0] if first_wins or len(found) == 1 else "ValueError"
+
+
+def _reference_lookup_mixup(rule, path, keys, given):
+    """Why ``given`` is wrong for ``path`` under ``rule`` when it is what a mixed-up rule finds (another function of
+    re, or the other way of treating several matches); "" when it is no such mix-up. Says what is wrong, not the
+    answer."""
+    matcher, first_wins = RULES[rule], rule == "tf_keras"
+    if _reference_lookup_as(matcher, not first_wins, path, keys) == given:
+        return (" tf_keras does not raise when several keys match: the first key inserted wins." if first_wins else
+                f" That is what tf_keras's rule would give (the first key that matches); check how {rule} treats "
+                f"several keys that match.")
+    for other in RULES.values():
+        if other is not matcher and _reference_lookup_as(other, first_wins, path, keys) == given:
+            return (f" That is what re.{other.__name__} ({MATCHES[other.__name__]}) would find; {rule} uses "
+                    f"re.{matcher.__name__}, which matches {MATCHES[matcher.__name__]}.")
+    return ""
+
+
 def _reference_lookups(params):
     """Exercise 2's answer for the variant ``params``: {"<part>, <rule>": what the LayoutMap finds}."""
     return {f"{part}, {rule}": _reference_layout_map_lookup(rule, path, params["keys"])
@@ -325,8 +354,9 @@ class LayoutMapRules(Exercise):
             if given is None:
                 return f"answer one of {outcomes}, got {raw!r}.", ""
             matcher = RULES[rule].__name__
+            mixup = _reference_lookup_mixup(rule, paths[part], self.params["keys"], given)
             return (f"apply re.{matcher} to each key and the path {paths[part]!r}, then "
-                    f"{'take the first that matches' if rule == 'tf_keras' else 'count the matches'}.", "")
+                    f"{'take the first that matches' if rule == 'tf_keras' else 'count the matches'}.{mixup}", "")
 
         return grade_items(Feedback(), found, expected, explain, lambda raw: _outcome(raw, outcomes),
                            "a key, 'replicated' or 'ValueError'",

@@ -189,8 +189,11 @@ def _reference_reading_why(params=None):
             why[case, "error"] = (f"Sharding fails only when there are fewer elements than workers. Here {n} "
                                   f"elements (whole files) meet {workers} workers.")
         else:
-            why[case, "by element"] = (f"Count the elements: {_files(n, 'whole files')} for {workers} workers. What "
-                                       f"does the sharding step do when a worker would get no element at all?")
+            why[case, "by element"] = (f"Count the elements: {_files(n, 'whole files')} for {workers} workers. tf.data "
+                                       f"does shard this pipeline by DATA, but the shard it inserts then makes the "
+                                       f"same check as the FILE one the chapter read in the source: that every worker "
+                                       f"can get at least one element. What does that check do on a worker that gets "
+                                       f"one?")
             why[case, "by file"] = ("tf.io.read_file is an operation inside a map, not a file-reading dataset; and "
                                     f"count the elements: {_files(n, 'whole files')} for {workers} workers.")
     return why
@@ -287,7 +290,10 @@ class WhoReadsWhat(Exercise):
         slices = "tf.data.Dataset.from_tensor_slices(files[:{}])"
         interleave = f"{slices.format(p['interleaved'])}.interleave(tf.data.TFRecordDataset, "
         indent = " " * len(f'            "interleaved": {interleave}')
-        return {**p, "workers_word": NUMBER_WORDS[workers], "most": most, "most_word": NUMBER_WORDS.get(most, most),
+        names_note = ("" if p == _shard_defaults() else " The keys only name the cases: the table's code says how "
+                      "many files each one reads.")
+        return {**p, "names_note": names_note, "workers_word": NUMBER_WORDS[workers], "most": most,
+                "most_word": NUMBER_WORDS.get(most, most),
                 "nth": _nth(workers), "twice": 2 * workers, "plus_one": workers + 1,
                 "many_files_code": f"tf.data.TFRecordDataset(files[:{p['many_files']}])",
                 "few_files_code": f"tf.data.TFRecordDataset(files[:{p['few_files']}])",

@@ -11,7 +11,7 @@ auto-shards the copy under the dataset's auto-shard policy. None of the pipeline
 the policy is the default, **`AUTO`**. The chapter ran other cases; predict these. The job has
 **{{workers_word}} workers**, and `files` is a list of TFRecord files (`files[:{{most}}]`: {{most_word}} of them). As in the
 chapter, think of the sharding step alone, `input_ops.auto_shard_dataset(dataset, {{workers}}, worker, {{workers}})`, on
-the pipelines as written: unbatched, so an element below is one record, or one whole file.
+the pipelines as written: unbatched, so an element below is one record, or one whole file.{{names_note}}
 
 | key | the pipeline |
 |---|---|

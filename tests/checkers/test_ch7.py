@@ -98,6 +98,24 @@ def test_ch7_q1_the_restore_itself_is_checked(checkpoint_path, tmp_path):
     assert_hint(grade(7, "q1", read_and_pack), "no checkpoint was restored into it", points=2)
 
 
+def test_ch7_q2_a_mixed_up_rule_is_named_without_the_answer():
+    """The learner's review (issue 37): an answer another function of re, or the other way of treating several
+    matches, would give is told so on the first try; the first try names no right key."""
+    ex = exercises(7).q2
+    first = lambda **wrong: ex._evaluate((dict(FOUND, **wrong),), {}, first_try=True).message  # noqa: E731
+    searched = first(**{"kernel, tf_keras": "dense_1", "bias, tf_keras": "dense_1"})  # re.match read as re.search
+    assert "That is what re.search (anywhere in the path) would find; tf_keras uses re.match, which matches from " \
+           "the START of the path only." in searched
+    first_wins = first(**{"kernel, keras_3_13": "dense_1"})  # Keras 3 taking the first key, as tf_keras does
+    assert "That is what tf_keras's rule would give" in first_wins and "keras_3_13 treats several keys" in first_wins
+    assert "re.search (anywhere" in first(**{"kernel, keras_3_15": "ValueError", "bias, keras_3_15": "dense_1"})
+    assert "That is what re.match (from the START" in first(**{"kernel, keras_3_13": ".*dense_1/kernel"})
+    assert "re.match (from the START" in first(**{"bias, keras_3_13": "replicated"})
+    plain = first(**{"kernel, tf_keras": "ValueError"})  # one key matches from the start: no mix-up gives it
+    assert "That is what" not in plain and "does not raise" not in plain
+    assert ".*dense_1/kernel" not in searched and "ValueError" not in first_wins  # the right answers stay unsaid
+
+
 def test_ch7_q1_errors_of_a_failed_restore():
     ex = exercises(7).q1
     dtype = ex.judge({"kind": "error", "error": "InvalidArgumentError: 2 root error(s) found. (0) INVALID_ARGUMENT: "

@@ -727,3 +727,10 @@ def test_ch9_q3_q4_need_no_tensorflow_to_check(monkeypatch):
     assert_correct(ex.q4.evaluate(LOG_TRUTHS))
     assert_hint(ex.q3.evaluate(dict(READINGS_RIGHT, many_files="by element")), "a TFRecordDataset is one", points=3)
     assert_hint(ex.q4.evaluate([True] * 5), "3 statements are judged wrong")
+
+
+def test_ch9_q3_the_self_study_question_has_no_note_on_the_keys():
+    """The defaults' keys say what their cases are (6 files, 3 files for 4 workers): only a variant, whose keys may
+    belie their names, says that they only name the cases (the learner's review, issue 37)."""
+    q3 = exercises(9).q3
+    assert q3.text_values()["names_note"] == "" and "The keys only name the cases" not in q3.rendered_cells()["c10"]

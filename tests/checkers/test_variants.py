@@ -484,6 +484,12 @@ def test_ch7_q2_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_the
                 result = exercise.evaluate(dict(right, **{key: wrong}))
                 assert result.points == 5 and f"apply re.{ch7.RULES[rule].__name__} to each key and the path " \
                     f"{paths[part]!r}" in result.message, (params, key, wrong, str(result))
+            own = (ch7.RULES[rule], rule == "tf_keras")  # a mixed-up rule: another function, or the other policy
+            for other, first_wins in [(own[0], not own[1]), *((m, own[1]) for m in ch7.RULES.values() if m != own[0])]:
+                given = ch7._reference_lookup_as(other, first_wins, paths[part], keys)
+                if given != answer:
+                    message = exercise._evaluate((dict(right, **{key: given}),), {}, first_try=True).message
+                    assert "That is what" in message or "does not raise" in message, (params, key, given, message)
         assert f"Both paths start with '{model}/'" in exercise.hint_body(1)
     assert len(seen_keys) > 300
 
@@ -652,6 +658,14 @@ def test_ch9_q3_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_the
         cells = exercise.rendered_cells()
         assert f"`input_ops.auto_shard_dataset(dataset, {workers}, worker, {workers})`" in cells["c10"]
         assert f"every {ch9._nth(workers)} element" in cells["c10"] and "{{" not in "".join(cells.values())
+        # the learner's review: a variant's keys may belie their names ("many_files" with too few files), so it says
+        # that they only name the cases; a whole_files with too few elements is told of the DATA shard's check (the
+        # chapter read only the FILE one), and not the answer, on the first try
+        assert "The keys only name the cases: the table's code says how many files each one reads." in cells["c10"]
+        if right["whole_files"] == "error":
+            first = exercise._evaluate((dict(right, whole_files="by element"),), {}, first_try=True).message
+            assert "the same check as the FILE one the chapter read in the source" in first, first
+            assert "It is 'error'" not in first and "fails" not in first, first
         for case in ch9.SHARDING_CASES:  # the table's pipeline is the one the watch cell runs
             code = exercise.text_values()[f"{case}_code"]
             assert f"| `\"{case}\"` | `{code}`: " in cells["c10"]
