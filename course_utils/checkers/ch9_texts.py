@@ -11,7 +11,10 @@ auto-shards the copy under the dataset's auto-shard policy. None of the pipeline
 the policy is the default, **`AUTO`**. The chapter ran other cases; predict these. The job has
 **{{workers_word}} workers**, and `files` is a list of TFRecord files (`files[:{{most}}]`: {{most_word}} of them). As in the
 chapter, think of the sharding step alone, `input_ops.auto_shard_dataset(dataset, {{workers}}, worker, {{workers}})`, on
-the pipelines as written: unbatched, so an element below is one record, or one whole file.{{names_note}}
+the pipelines as written: unbatched, so an element below is one record, or one whole file. That step
+would print the answer (the chapter's `what_auto_shard_gives` calls it), so **predict first**: the check
+counts only while this notebook has not imported or used `input_ops` (nor `data_distribute`, the module
+of the dataset it makes); the cell after the hints imports it, to compare.{{names_note}}
 
 | key | the pipeline |
 |---|---|
@@ -37,10 +40,11 @@ READINGS_SOLUTION = """\
 ex.q3.check(readings)"""
 
 READINGS_WATCH_TEXT = """\
-**Watch it.** Once the checker has accepted your answer or shown the right one, this cell writes {{most_word}}
-tiny TFRecord files (each record naming its file) and shards each pipeline as the {{workers_word}} workers'
-copies are sharded. It prints what each worker reads (records, or the files whole elements hold),
-or its error, and, for `whole_files`, how many files each worker read to get them."""
+**Watch it.** Once the checker has accepted your answer or shown the right one, this cell imports
+`input_ops`, writes {{most_word}} tiny TFRecord files (each record naming its file) and shards each
+pipeline as the {{workers_word}} workers' copies are sharded. It prints what each worker reads
+(records, or the files whole elements hold), or its error, and, for `whole_files`, how many files
+each worker read to get them."""
 
 READINGS_WATCH = '''\
 import re
@@ -64,6 +68,8 @@ if not ex.q3.answer_shown():
     print("Not yet: this cell runs the four cases once the checker has accepted your answer or shown the right "
           "one (check it in the exercise cell first).")
 else:
+    from tensorflow.python.distribute import input_ops  # the sharding step: imported only now, after the check
+
     with tempfile.TemporaryDirectory() as folder:
         files = [str(Path(folder) / f"f{i}.tfrecord") for i in range({{most}})]
         for i, path in enumerate(files):
