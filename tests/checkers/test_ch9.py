@@ -596,6 +596,70 @@ def test_ch9_q3_the_answers_are_what_tensorflow_does(tmp_path):
     assert int(read.numpy()) == ch9.WHO_MANY_FILES  # by element: worker 0 read all six files to keep two
 
 
+def test_ch9_q3_counts_only_before_the_sharding_step(monkeypatch):
+    """input_ops.auto_shard_dataset (which the chapter's what_auto_shard_gives calls) prints exercise 3's answer: a
+    check made while the notebook holds it, its module, or data_distribute (the module of the dataset it makes)
+    scores 0 and says why; a right prediction checked before earns full marks."""
+    from tensorflow.python.data.experimental.ops import distribute as data_distribute
+    from tensorflow.python.distribute import input_ops
+
+    from course_utils.checkers import reach
+
+    namespace = {}
+    monkeypatch.setattr(reach, "learner_namespace", lambda: namespace)
+    q3 = exercises(9).q3
+    assert "tensorflow.python.distribute.input_ops:auto_shard_dataset" in q3.revealed_by
+    assert_correct(q3.evaluate(dict(READINGS_RIGHT)))
+    for name, value, shown in (("input_ops", input_ops, "auto_shard_dataset"),  # the chapter's import
+                               ("shard", input_ops.auto_shard_dataset, "auto_shard_dataset"),  # an alias
+                               ("data_distribute", data_distribute, "_AutoShardDataset")):  # the strategy's input code
+        namespace.clear()
+        namespace[name] = value
+        result = q3.evaluate(dict(READINGS_RIGHT))
+        assert_hint(result, f"had imported or used `{shown}`", "was not counted", points=0)
+        assert "by file" not in result.message and "It is" not in result.message  # nothing of the answer
+    namespace.clear()
+    assert_correct(q3.evaluate(dict(READINGS_RIGHT)))
+
+
+def _names_bound_at_top(source):
+    """The names a cell's code binds in the notebook's namespace by an import (not those inside a def or class)."""
+    import ast
+
+    names, todo = set(), list(ast.parse(source).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+    return names
+
+
+def test_ch9_q3_the_exercise_notebook_imports_the_sharding_step_only_after_the_check():
+    """No cell before exercise 3's check binds input_ops or data_distribute (exercise 2's watch cell imports them
+    inside a function); the watch cell after it imports input_ops only once the answer is shown."""
+    import ast
+    from pathlib import Path
+
+    import nbformat
+
+    for folder in ("solutions", "exercises"):
+        nb = nbformat.read(Path(__file__).resolve().parents[2] / folder / "09_watch_and_feed.ipynb", as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        ids = [c.get("id") for c in code]
+        before = code[:ids.index("ch9-q3")]
+        assert all(not {"input_ops", "data_distribute"} & _names_bound_at_top(c.source) for c in before), folder
+        assert all("what_auto_shard_gives" not in c.source for c in before), folder
+        watch = ast.parse(code[ids.index("c14")].source)
+        guard = next(node for node in watch.body
+                     if isinstance(node, ast.If) and "answer_shown" in ast.unparse(node.test))
+        assert "not ex.q3.answer_shown()" in ast.unparse(guard.test)
+        assert "input_ops" in _names_bound_at_top("\n".join(ast.unparse(n) for n in guard.orelse)), folder
+        outside = [n for n in watch.body if n is not guard]
+        assert "input_ops" not in _names_bound_at_top("\n".join(ast.unparse(n) for n in outside)), folder
+
+
 def test_ch9_q3_the_notebooks_show_the_defaults_cells():
     """The exercise's cells are its templates filled with the defaults (``python3 course.py build`` writes them)."""
     from pathlib import Path
