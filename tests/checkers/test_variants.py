@@ -658,6 +658,8 @@ def test_ch9_q3_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_the
         cells = exercise.rendered_cells()
         assert f"`input_ops.auto_shard_dataset(dataset, {workers}, worker, {workers})`" in cells["c10"]
         assert f"every {ch9._nth(workers)} element" in cells["c10"] and "{{" not in "".join(cells.values())
+        assert "**predict first**: the check\ncounts only while this notebook has not imported or used `input_ops`" \
+            in cells["c10"] and exercise.revealed_by == ch9.READINGS_TOOLS  # every variant names the tool
         # the learner's review: a variant's keys may belie their names ("many_files" with too few files), so it says
         # that they only name the cases; a whole_files with too few elements is told of the DATA shard's check (the
         # chapter read only the FILE one), and not the answer, on the first try
@@ -690,14 +692,12 @@ def test_ch9_q3_the_watch_cell_shows_what_the_solution_says(params, capsys):
     import tempfile
 
     import tensorflow as tf
-    from tensorflow.python.distribute import input_ops
 
     exercise = item(9, "q3", params)
     readings = solution_answers(exercise)[0]
     shown = type("Shown", (), {"answer_shown": staticmethod(lambda: True)})
-    namespace = {"tf": tf, "ex": type("Ex", (), {"q3": shown}), "readings": readings, "tempfile": tempfile,
-                 "input_ops": input_ops}
-    exec(exercise.rendered_cells()["c14"], namespace)  # noqa: S102 - the course's own cell
+    namespace = {"tf": tf, "ex": type("Ex", (), {"q3": shown}), "readings": readings, "tempfile": tempfile}
+    exec(exercise.rendered_cells()["c14"], namespace)  # noqa: S102 - the course's own cell (it imports input_ops)
     printed = capsys.readouterr().out
     workers = params["workers"]
     for case in ch9_cases():
