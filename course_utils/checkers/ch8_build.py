@@ -227,8 +227,6 @@ class BudgetStep(Exercise):
         """A case whose budget the whole model fits (:data:`ROOMY`, :data:`FEW`): of the placements that fit, one that
         sends the fewest bytes (in :data:`ROOMY` nothing split, in :data:`FEW` a split), and the step's loss is the
         NumPy loss of its own model and batch. Returns the right line's text, or None when it told what is wrong."""
-        import numpy as np
-
         (shape, names), third = case["mesh"], case is FEW
         values, images, labels = budget_case(seed, case)
         whole = sum(value.nbytes for value in values.values())
