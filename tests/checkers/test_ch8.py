@@ -604,7 +604,8 @@ def _no_scope():
 RIGHT_Q4 = {  # several right choices per case, to keep the child quick
     "priced: nothing split or the chapter's pair, exact paths, fit on the whole batch (the solution)": _learner(),
     "the pair without its bias, '.*/layer/kernel' keys; train_on_batch with a metric: [loss, accuracy]": _learner(
-        keys=_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model", None)}), step="metrics"),
+        keys=_when_priced(_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model", None)})),
+        step="metrics"),
     "Megatron pairs, '.+/' keys, explicit replicated keys; train_on_batch(return_dict=True)": _learner(
         keys=_when_priced(_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",),
                                 ".+/out/kernel": ("model", None), ".+/out/bias": (None,)})), step="dict"),
@@ -622,18 +623,18 @@ RIGHT_Q4 = {  # several right choices per case, to keep the child quick
 
 WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Keras 3.15), under re.search (3.13))
     "tf_keras keys 'h1.kernel'": (_learner(keys=_per_layer("{layer}.{kind}", ("M", None), only=("h1", "out"))),
-                                   ["tf_keras' form", "re.fullmatch"], 3, 5),
+                                   ["tf_keras' form", "re.fullmatch"], 2, 4),
     "keys 'h1/kernel' (re.search only)": (_learner(keys=_per_layer("{layer}/{kind}", ("M", None), only=("h1", "out"))),
-                                           ["under re.search (Keras 3.13)", "nothing under re.fullmatch"], 3, 5),
+                                           ["under re.search (Keras 3.13)", "nothing under re.fullmatch"], 2, 4),
     "the notebook's keys '.*/d1/kernel'": (
         _learner(keys=_fixed({".*/d1/kernel": (None, "model"), ".*/d2/kernel": ("model", None)})),
-        ["no weight: the weights you meant to split stay whole", "Every device holds every weight whole"], 3, 3),
+        ["no weight: the weights you meant to split stay whole", "Every device holds every weight whole"], 2, 2),
     "over budget: only the biggest kernel split": (
         _learner(keys=_fixed({".*/h1/kernel": (None, "model")})),
-        ["over the budget of 12000", "tower/out/kernel 3840 of 3840"], 4, 4),
+        ["over the budget of 12000", "tower/out/kernel 3840 of 3840"], 3, 3),
     "over budget: weights split over the batch axis only": (
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("B", None), only=("h1", "out"))),
-        ["over the budget", "tower/h1/kernel 19200 of 38400"], 4, 4),
+        ["over the budget", "tower/h1/kernel 19200 of 38400"], 3, 3),
     "every kernel split, whatever the budget": (  # issue 37: the second case's budget needs no split
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("M", None))),
         ["sends fewer bytes per step", "The second case", "device 0 holds 2344 of the model's 4552 bytes",
@@ -641,8 +642,8 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
     # Fixed rules that never price the bytes sent: each fits, and each fails a case (brief h45b).
     "the biggest weights first, on their first divisible axis (both kernels by rows)": (
         _learner(keys=_greedy), ["Your placement fits, but another placement that fits sends fewer bytes",
-                                 "Yours sends 32,876 B per device per step", "The chapter's pair sends the fewest"],
-        5, 5),
+                                 "Yours sends 32,876 B per device per step", "The chapter's pair sends the fewest",
+                                 "The third case"], 4, 4),
     "the first layout of the chapter's table that fits, for every kernel": (
         _learner(keys=_by_rule("table order")), ["sends fewer bytes per step", "The second case",
                                                  "every split sends more bytes per step than nothing split"], 4, 4),
@@ -650,7 +651,7 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
         _learner(keys=_by_rule("most sharded")), ["sends fewer bytes per step", "The second case"], 4, 4),
     "the least sharded choice that fits (the most bytes held)": (
         _learner(keys=_by_rule("least sharded")), ["Your placement fits, but another placement that fits sends "
-                                                   "fewer bytes per step", "all-gather"], 5, 5),
+                                                   "fewer bytes per step", "all-gather", "The third case"], 4, 4),
     # Fixed rules over nothing split and the chapter's pair (brief h45k): the third case, the second's with 16
     # examples, needs a split though the whole model fits; the second, with 512, needs none.
     "nothing split if the whole model fits, else the chapter's pair": (
@@ -662,8 +663,8 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
     "the chapter's pair, whatever the budget": (
         _learner(keys=_pair), ["The second case", "every split sends more bytes per step than nothing split"], 5, 5),
     "whole model replicated: DataParallel": (_learner(distribution="data"),
-                                             ["DataParallel keeps every weight whole", "Every device holds"], 2, 2),
-    "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys"], 3, 3),
+                                             ["DataParallel keeps every weight whole", "Every device holds"], 1, 1),
+    "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys", "The third case"], 2, 2),
     "batch_dim_name 'batch' is not an axis": (_learner(batch_dim_name="batch"),
                                               ["batch_dim_name='batch' is not an axis", "raised"], 3, 3),
     "batch_dim_name along the weights' axis": (_learner(batch_dim_name="second"),
