@@ -8,7 +8,7 @@ import re
 
 from . import ch8_cases
 from .core import Exercise, Feedback
-from .ch8_cases import BUDGET_BATCH, BUDGET_BYTES, BUDGET_MESH, ROOMY, TIGHT, budget_case, collect_case
+from .ch8_cases import BUDGET_BATCH, BUDGET_BYTES, BUDGET_MESH, FEW, ROOMY, TIGHT, budget_case, collect_case
 from .ch8_sent import bytes_sent
 
 KERAS_RULES = ("search", "fullmatch")  # Keras 3.13 (Colab), Keras 3.15
@@ -45,8 +45,9 @@ def _reference_fewest_sent(case):
     """The fewest bytes one device sends per step among the placements that fit ``case`` (every layout of every
     weight over the mesh's axes that divide it, measured from the compiled step: tests/checkers/test_ch8.py
     enumerates them): the chapter's pair (the first kernel by columns, the second by rows) in the tight case,
-    nothing split in the roomy one."""
-    return 12_140 if case is TIGHT else 6_834
+    nothing split in the roomy one, and in the roomy one with 16 examples the pair (or the first kernel by columns
+    alone, or the second by rows alone, which send as few)."""
+    return {id(TIGHT): 12_140, id(ROOMY): 6_834, id(FEW): 3_610}[id(case)]
 
 
 def _in_tf_keras_form_for(key, paths):
@@ -129,8 +130,9 @@ class BudgetStep(Exercise):
         whose model is None, and which build the model (or the loss) is); ``"builds"`` (per call of
         make_model: :func:`.ch8_run.describe_builds`); ``"step"`` (:func:`.ch8_run.describe_step` of the
         model returned, when make_model built it); ``"sent"`` (per build, the collectives of a step compiled under
-        its distribution, for the build judged: :func:`.ch8_cases._measure_sent`), all for :data:`TIGHT`; and ``"roomy"``: the
-        same for :data:`ROOMY`, run once the first case returned (else None).
+        its distribution, for the build judged: :func:`.ch8_cases._measure_sent`), all for :data:`TIGHT`; ``"roomy"``: the
+        same for :data:`ROOMY`, run once the first case returned (else None); ``"few"``: the same for :data:`FEW`,
+        run once the second returned (else None).
         """
         data = {"callable": callable(train_one_step), "type": type(train_one_step).__name__}
         if not data["callable"]:
@@ -144,6 +146,8 @@ class BudgetStep(Exercise):
             return data
         data.update(collect_case(train_one_step, devices, TIGHT, seed))
         data["roomy"] = collect_case(train_one_step, devices, ROOMY, seed) if data["outcome"] == "value" else None
+        data["few"] = (collect_case(train_one_step, devices, FEW, seed)
+                       if data["roomy"] is not None and data["roomy"]["outcome"] == "value" else None)
         return data
 
     def judge(self, data, seed=0):
@@ -211,55 +215,81 @@ class BudgetStep(Exercise):
                      "The model returned is not one that make_model() built: return the model you trained.")
         else:
             self._judge_step(fb, data["step"], values, images, labels, build.get("calls", []))
-        self._judge_roomy(fb, data.get("roomy"), seed)
+        found = [self._judge_roomy(fb, data.get("roomy"), seed, ROOMY)]
+        if data.get("roomy") is not None:
+            found.append(self._judge_roomy(fb, data.get("few"), seed, FEW))
+        if all(found):  # one point for the two cases whose budget the whole model fits
+            fb.right("; ".join(found))
         return fb
 
     @staticmethod
-    def _judge_roomy(fb, roomy, seed):
-        """The second case (:data:`ROOMY`): the whole model fits its budget, so no weight is split, and the step's
-        loss is the NumPy loss of its own model and batch."""
-        import numpy as np
-
-        shape, names = ROOMY["mesh"]
-        values, images, labels = budget_case(seed, ROOMY)
+    def _judge_roomy(fb, roomy, seed, case):
+        """A case whose budget the whole model fits (:data:`ROOMY`, :data:`FEW`): of the placements that fit, one that
+        sends the fewest bytes (in :data:`ROOMY` nothing split, in :data:`FEW` a split), and the step's loss is the
+        NumPy loss of its own model and batch. Returns the right line's text, or None when it told what is wrong."""
+        (shape, names), third = case["mesh"], case is FEW
+        values, images, labels = budget_case(seed, case)
         whole = sum(value.nbytes for value in values.values())
-        where = (f"The second case (a {shape} mesh with axes {names}, a model of {whole} bytes, a budget of "
-                 f"{ROOMY['bytes']})")
+        where = (f"The {'third' if third else 'second'} case (a {shape} mesh with axes {names}, a model of {whole} "
+                 f"bytes, a budget of {case['bytes']}, {case['batch']} examples)")
         if roomy is None:
-            fb.wrong(f"{where} runs once train_one_step returns (model, loss) on the first.")
-            return
+            fb.wrong(f"{where} runs once train_one_step returns (model, loss) on the "
+                     f"{'second' if third else 'first'}.")
+            return None
         returned, builds = roomy["returned"], roomy["builds"]
         build = builds[returned["model_build"]] if returned["pair"] and returned["model_build"] is not None else None
         if roomy["outcome"] != "value":
             fb.wrong(f"{where}: train_one_step " + (f"raised {roomy['error']}." if roomy["outcome"] == "error" else
                                                     f"did not return within {ch8_cases.BUDGET_SECONDS} s."))
-        elif build is None or roomy["step"] is None or "loss" not in roomy["step"]:
+            return None
+        if build is None or roomy["step"] is None or "loss" not in roomy["step"]:
             fb.wrong(f"{where}: train_one_step returned {returned['type']}, not the model make_model() built and "
                      f"the step's loss.")
-        elif build["distribution"] is None:
+            return None
+        if build["distribution"] is None:
             fb.wrong(f"{where}: the model was built outside any distribution, on one device.")
-        elif any(held < whole for held in build["held"][0].values()):
-            pieces = build["held"][0]
+            return None
+        pieces = build["held"][0]
+        split = any(held < whole for held in pieces.values())
+        collectives = roomy.get("sent", [None] * len(builds))[returned["model_build"]]
+        sent = bytes_sent(collectives) if isinstance(collectives, list) else None
+        measured = f" Measured from the compiled step, yours sends {sent:,} B per device per step." if sent else ""
+        if not third and split:
             device = min(pieces, key=pieces.get)
-            collectives = roomy.get("sent", [None] * len(builds))[returned["model_build"]]
-            measured = (f" Measured from the compiled step, yours sends {bytes_sent(collectives):,} B per device per "
-                        f"step." if isinstance(collectives, list) else "")
             fb.wrong(f"{where}: device {device} holds {pieces[device]} of the model's {whole} bytes: weights are split "
-                     f"though the whole model fits the budget on every device. Here, with {ROOMY['batch']} examples, "
+                     f"though the whole model fits the budget on every device. Here, with {case['batch']} examples, "
                      f"every split sends more bytes per step than nothing split: what it adds (activations added up "
                      f"over the mesh's second axis, or a weight gathered over the first) outweighs the smaller gradient"
                      f" all-reduce.{measured} Of the placements that fit, take the one that sends the fewest bytes.",
                      answer=f"Here none: every weight whole (an empty LayoutMap, or DataParallel); nothing split sends "
-                            f"{_reference_fewest_sent(ROOMY):,} B per device per step on the given mesh.")
-        else:
-            want = _reference_numpy_step(values, images, labels, ROOMY)[0]
-            got = float(roomy["step"]["loss"])
-            if abs(got - want) <= 1e-4 * max(1.0, abs(want)) and int(roomy["step"]["steps"] or 0) == 1:
-                fb.right(f"{where.replace('The second case', 'the second case')}: no weight split, as the budget "
-                         f"allows, and one step with the right loss ({got:.6f})")
-            else:
-                fb.wrong(f"{where}: the step's loss {got:.6f} after {roomy['step']['steps']} optimizer step(s) is "
-                         f"not the one step at the starting weights the checker's NumPy computes.")
+                            f"{_reference_fewest_sent(case):,} B per device per step on the given mesh.")
+            return None
+        if third and sent is None:
+            fb.wrong(f"{where}: bytes sent per step not measured, the checker could not compile a step of the model "
+                     f"under your distribution ({collectives}).")
+            return None
+        if third and sent > _reference_fewest_sent(case) + 12:
+            why = ("every weight is whole, which fits the budget, but fitting is not the question: with only "
+                   f"{case['batch']} examples, the activations a split adds up are small, and the gradient all-reduce "
+                   "it shrinks is not." if not split else
+                   "another placement that fits sends fewer: a kernel split by rows alone makes the devices add up "
+                   "and gather activations, and a weight split over the batch axis is gathered every step.")
+            fb.wrong(f"{where}: {why}{measured} Price each placement that fits, here too, and take the one that "
+                     f"sends the fewest bytes.",
+                     answer=f"Here the chapter's pair (the first kernel by columns, the second by rows) sends "
+                            f"{_reference_fewest_sent(case):,} B per device per step.")
+            return None
+        want = _reference_numpy_step(values, images, labels, case)[0]
+        got = float(roomy["step"]["loss"])
+        if abs(got - want) > 1e-4 * max(1.0, abs(want)) or int(roomy["step"]["steps"] or 0) != 1:
+            fb.wrong(f"{where}: the step's loss {got:.6f} after {roomy['step']['steps']} optimizer step(s) is "
+                     f"not the one step at the starting weights the checker's NumPy computes.")
+            return None
+        told = where.replace("The ", "the ", 1)
+        if third:
+            return (f"{told}: a split that sends the fewest bytes per step ({sent:,} B per device), and one step with "
+                    f"the right loss ({got:.6f})")
+        return f"{told}: no weight split, as the budget allows, and one step with the right loss ({got:.6f})"
 
     @staticmethod
     def _judge_distribution(fb, build, given_devices):

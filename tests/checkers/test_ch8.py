@@ -484,17 +484,39 @@ def _per_layer(pattern, kernel, bias=None, only=None):
 
 
 def _fixed(entries):
-    """Keys written out for the first case's model; 'data' and 'model' stand for the mesh's first and second axis."""
+    """Keys written out for the first case's model; 'data' and 'model' stand for the mesh's first and second axis,
+    and 'tower', 'h1' and 'out' in a key for the model's name and its Dense layers' (read off the weights given)."""
     def keys(weights, device_mesh, budget, examples):
+        import re
+
         names = dict(zip(("data", "model"), device_mesh.axis_names))
-        return {key: tuple(names.get(axis, axis) for axis in axes) for key, axes in entries.items()}
+        model, layers = weights[0].path.split("/")[0], list(dict.fromkeys(w.path.split("/")[1] for w in weights))
+        words = {"tower": model, "h1": layers[0], "out": layers[1]}
+        return {re.sub(r"\b(tower|h1|out)\b", lambda m: words[m[1]], key):
+                tuple(names.get(axis, axis) for axis in axes)
+                for key, axes in entries.items()}
     return keys
 
 
 def _when_over(keys):
-    """``keys`` only when the whole model is over the budget: no key at all when it fits."""
+    """``keys`` only when the whole model is over the budget: no key at all when it fits (a fixed rule, unpriced)."""
     return lambda weights, device_mesh, budget, examples: (
         keys(weights, device_mesh, budget, examples) if sum(w.value.nbytes for w in weights) > budget else {})
+
+
+def _when_priced(keys):
+    """``keys`` when the solution's pricing (:func:`_priced`) splits weights, no key at all when it splits none."""
+    return lambda weights, device_mesh, budget, examples: (
+        keys(weights, device_mesh, budget, examples) if _priced(weights, device_mesh, budget, examples) else {})
+
+
+def _pair(weights, device_mesh, budget, examples):
+    """The chapter's pair for the model given, whatever the budget: the first kernel by columns, the second by rows."""
+    import re
+
+    kernels = [w for w in weights if w.path.endswith("/kernel")]
+    model_axis = device_mesh.axis_names[1]
+    return {re.escape(kernels[0].path): (None, model_axis), re.escape(kernels[1].path): (model_axis, None)}
 
 
 def _learner(keys=_priced, distribution="model", batch_dim_name="first", build="scope", step="fit",
@@ -525,7 +547,9 @@ def _learner(keys=_priced, distribution="model", batch_dim_name="first", build="
         for key, axes in keys(weights, device_mesh, budget_bytes, len(images)).items():
             layout_map[key] = axes
         fits = sum(w.value.nbytes for w in weights) <= budget_bytes
-        if distribution == "data" or (distribution == "data when it fits" and fits):
+        unsplit = not _priced(weights, device_mesh, budget_bytes, len(images))
+        if (distribution == "data" or (distribution == "data when it fits" and fits)
+                or (distribution == "data when priced" and unsplit)):
             chosen = kd.DataParallel(devices=kd.list_devices()[:8])
         else:
             name = {"first": device_mesh.axis_names[0], "default": None, "second": device_mesh.axis_names[1]}.get(
@@ -580,17 +604,18 @@ def _no_scope():
 RIGHT_Q4 = {  # several right choices per case, to keep the child quick
     "priced: nothing split or the chapter's pair, exact paths, fit on the whole batch (the solution)": _learner(),
     "the pair without its bias, '.*/layer/kernel' keys; train_on_batch with a metric: [loss, accuracy]": _learner(
-        keys=_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model", None)}), step="metrics"),
+        keys=_when_priced(_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model", None)})),
+        step="metrics"),
     "Megatron pairs, '.+/' keys, explicit replicated keys; train_on_batch(return_dict=True)": _learner(
-        keys=_when_over(_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",),
+        keys=_when_priced(_fixed({".+/h1/kernel": (None, "model"), ".+/h1/bias": ("model",),
                                 ".+/out/kernel": ("model", None), ".+/out/bias": (None,)})), step="dict"),
     "the pair, full paths; kd.set_distribution instead of scope()": _learner(
-        keys=_when_over(_fixed({"tower/h1/kernel": (None, "model"), "tower/out/kernel": ("model", None)})),
+        keys=_when_priced(_fixed({"tower/h1/kernel": (None, "model"), "tower/out/kernel": ("model", None)})),
         build="set_distribution"),
     "a short spec (('model',) on a matrix), default batch_dim_name, SGD, an equal mesh of its own": _learner(
-        keys=_when_over(_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model",)})),
+        keys=_when_priced(_fixed({".*/h1/kernel": (None, "model"), ".*/out/kernel": ("model",)})),
         batch_dim_name="default", optimizer="sgd", mesh="copy"),
-    "DataParallel when the whole model fits": _learner(distribution="data when it fits"),
+    "DataParallel when nothing split sends the fewest bytes": _learner(distribution="data when priced"),
     "train_on_batch, returning a float": _learner(step="train_on_batch"),
     "a mesh of its own, of JAX's device objects; fit's History returned": _learner(mesh="jax devices",
                                                                                     step="fit_history"),
@@ -598,18 +623,18 @@ RIGHT_Q4 = {  # several right choices per case, to keep the child quick
 
 WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Keras 3.15), under re.search (3.13))
     "tf_keras keys 'h1.kernel'": (_learner(keys=_per_layer("{layer}.{kind}", ("M", None), only=("h1", "out"))),
-                                   ["tf_keras' form", "re.fullmatch"], 3, 5),
+                                   ["tf_keras' form", "re.fullmatch"], 2, 4),
     "keys 'h1/kernel' (re.search only)": (_learner(keys=_per_layer("{layer}/{kind}", ("M", None), only=("h1", "out"))),
-                                           ["under re.search (Keras 3.13)", "nothing under re.fullmatch"], 3, 5),
+                                           ["under re.search (Keras 3.13)", "nothing under re.fullmatch"], 2, 4),
     "the notebook's keys '.*/d1/kernel'": (
         _learner(keys=_fixed({".*/d1/kernel": (None, "model"), ".*/d2/kernel": ("model", None)})),
-        ["no weight: the weights you meant to split stay whole", "Every device holds every weight whole"], 3, 3),
+        ["no weight: the weights you meant to split stay whole", "Every device holds every weight whole"], 2, 2),
     "over budget: only the biggest kernel split": (
         _learner(keys=_fixed({".*/h1/kernel": (None, "model")})),
-        ["over the budget of 12000", "tower/out/kernel 3840 of 3840"], 4, 4),
+        ["over the budget of 12000", "tower/out/kernel 3840 of 3840"], 3, 3),
     "over budget: weights split over the batch axis only": (
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("B", None), only=("h1", "out"))),
-        ["over the budget", "tower/h1/kernel 19200 of 38400"], 4, 4),
+        ["over the budget", "tower/h1/kernel 19200 of 38400"], 3, 3),
     "every kernel split, whatever the budget": (  # issue 37: the second case's budget needs no split
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("M", None))),
         ["sends fewer bytes per step", "The second case", "device 0 holds 2344 of the model's 4552 bytes",
@@ -617,8 +642,8 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
     # Fixed rules that never price the bytes sent: each fits, and each fails a case (brief h45b).
     "the biggest weights first, on their first divisible axis (both kernels by rows)": (
         _learner(keys=_greedy), ["Your placement fits, but another placement that fits sends fewer bytes",
-                                 "Yours sends 32,876 B per device per step", "The chapter's pair sends the fewest"],
-        5, 5),
+                                 "Yours sends 32,876 B per device per step", "The chapter's pair sends the fewest",
+                                 "The third case"], 4, 4),
     "the first layout of the chapter's table that fits, for every kernel": (
         _learner(keys=_by_rule("table order")), ["sends fewer bytes per step", "The second case",
                                                  "every split sends more bytes per step than nothing split"], 4, 4),
@@ -626,10 +651,20 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
         _learner(keys=_by_rule("most sharded")), ["sends fewer bytes per step", "The second case"], 4, 4),
     "the least sharded choice that fits (the most bytes held)": (
         _learner(keys=_by_rule("least sharded")), ["Your placement fits, but another placement that fits sends "
-                                                   "fewer bytes per step", "all-gather"], 5, 5),
+                                                   "fewer bytes per step", "all-gather", "The third case"], 4, 4),
+    # Fixed rules over nothing split and the chapter's pair (brief h45k): the third case, the second's with 16
+    # examples, needs a split though the whole model fits; the second, with 512, needs none.
+    "nothing split if the whole model fits, else the chapter's pair": (
+        _learner(keys=_when_over(_pair)), ["The third case", "every weight is whole, which fits the budget, but "
+                                           "fitting is not the question", "yours sends 6,834 B per device",
+                                           "Here the chapter's pair"], 5, 5),
+    "DataParallel when the whole model fits, else the chapter's pair": (
+        _learner(keys=_pair, distribution="data when it fits"), ["The third case", "every weight is whole"], 5, 5),
+    "the chapter's pair, whatever the budget": (
+        _learner(keys=_pair), ["The second case", "every split sends more bytes per step than nothing split"], 5, 5),
     "whole model replicated: DataParallel": (_learner(distribution="data"),
-                                             ["DataParallel keeps every weight whole", "Every device holds"], 2, 2),
-    "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys"], 3, 3),
+                                             ["DataParallel keeps every weight whole", "Every device holds"], 1, 1),
+    "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys", "The third case"], 2, 2),
     "batch_dim_name 'batch' is not an axis": (_learner(batch_dim_name="batch"),
                                               ["batch_dim_name='batch' is not an axis", "raised"], 3, 3),
     "batch_dim_name along the weights' axis": (_learner(batch_dim_name="second"),
@@ -713,7 +748,7 @@ def _measure_placements():
     from course_utils.checkers import ch8_cases, ch8_run, ch8_sent
 
     found = {}
-    for name, case in (("tight", ch8_cases.TIGHT), ("roomy", ch8_cases.ROOMY)):
+    for name, case in (("tight", ch8_cases.TIGHT), ("roomy", ch8_cases.ROOMY), ("few", ch8_cases.FEW)):
         shape, names = case["mesh"]
         sizes, axis = dict(zip("BM", shape)), dict(zip("BM", names))
         values, images, labels = ch8_cases.budget_case(0, case)
@@ -768,6 +803,7 @@ def test_ch8_q4_accepts_every_right_form(q4_results, name):
     assert result["status"] == "correct" and result["points"] == 6, result["message"]
     assert "✗" not in result["message"]
     assert "the second case" in result["message"] and "no weight split" in result["message"]
+    assert "the third case" in result["message"] and "a split that sends the fewest" in result["message"]
 
 
 @pytest.mark.parametrize("name", list(WRONG_Q4))
@@ -786,7 +822,7 @@ def test_ch8_q4_fewest_bytes_sent_is_the_chapters_pair_then_nothing_split(q4_res
     table; an enumeration of every layout of every weight, biases too, 210 per case, found the same minima, with the
     pair's bias split or whole); the fixed rules' choices fit and send more."""
     fewest = ch8_build._reference_fewest_sent
-    for name, case in (("tight", ch8_cases.TIGHT), ("roomy", ch8_cases.ROOMY)):
+    for name, case in (("tight", ch8_cases.TIGHT), ("roomy", ch8_cases.ROOMY), ("few", ch8_cases.FEW)):
         placements = q4_results["placements"][name]
         fitting = [(sent, keys) for keys, held, sent in placements if held <= case["bytes"]]
         sent, keys = min(fitting, key=lambda item: item[0])
@@ -796,8 +832,12 @@ def test_ch8_q4_fewest_bytes_sent_is_the_chapters_pair_then_nothing_split(q4_res
             rows = next(s for k, held, s in placements if k == {"tower/h1/kernel": ["M", None],
                                                                 "tower/out/kernel": ["M", None]})
             assert rows == 32_876 > 2.5 * sent  # the old greedy choice: both kernels by rows
-        else:
+        elif name == "roomy":
             assert keys == {} and sorted(s for s, _ in fitting)[1] > fewest(case)  # every split sends more
+        else:  # 16 examples: the pair (or a kernel of it alone) sends fewer bytes than nothing split, which fits
+            assert keys == {"stack/s1/kernel": [None, "M"], "stack/s2/kernel": ["M", None]}
+            whole = next(s for k, held, s in placements if k == {})
+            assert whole == fewest(ch8_cases.ROOMY) > 1.8 * sent
 
 
 def test_ch8_q4_not_a_function(q4_results):
