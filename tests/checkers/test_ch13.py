@@ -118,11 +118,12 @@ def test_ch13_the_sandbox_copy_states_no_answer():
 def packed_step(all_reduce="packs", loss="global", reduce_op="sum", aggregate_again=False, bytes_per_pack=None,
                 aggregation_flag="skip_gradients_aggregation", wrap=True):
     """A make_packed_step, right by default; each argument makes one typical change. Its loss is tf_keras's, as in
-    the exercise notebook (tf.keras is Keras 3 in this process)."""
-    import tensorflow as tf
-    import tf_keras
-
+    the exercise notebook (tf.keras is Keras 3 in this process). TensorFlow is imported when the step is made, not
+    when the tests are collected (tests/test_test_session.py)."""
     def make_packed_step(strategy, model, optimizer, bytes_per_pack_given):
+        import tensorflow as tf
+        import tf_keras
+
         size = bytes_per_pack_given if bytes_per_pack is None else bytes_per_pack
         options = tf.distribute.experimental.CommunicationOptions(bytes_per_pack=size)
         loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(  # its default reduction refuses to run here
