@@ -193,8 +193,8 @@ class BuildOnMesh(Exercise):
         "Estimate each placement of exercise 5's table as you did there, now for Adam (4 bytes per number, divided "
         "by the sizes of the mesh axes that split it, times 3 for Adam's two slots, plus its 8-byte counter; "
         "mesh.dim_size('model') gives a size); of those that fit the budget and whose sharded axes divide, take "
-        "the one that sends the fewest bytes per step on these CPUs, as in exercise 5 (matmul_cost prices each "
-        "product, as budget_bytes_sent does). Build the Dense layers with kernel_layout and "
+        "the one that sends the fewest bytes per step on these CPUs, as in exercise 5 (placement_bytes_sent in "
+        "course_utils.checkers.ch5_budget prices a placement on any mesh, with matmul_cost for each product). Build the Dense layers with kernel_layout and "
         "bias_layout, copy each weight in with variable.assign(pack_batch(value, variable.layout)), make the DTensor "
         "Adam with mesh=mesh, and let step pack the batch split over 'batch' and run a tf.function training step.",
         "No one placement is right in every case of the checker: on some meshes 784 rows do not divide by the size "

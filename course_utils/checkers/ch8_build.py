@@ -257,11 +257,14 @@ class BudgetStep(Exercise):
         if not third and split:
             device = min(pieces, key=pieces.get)
             fb.wrong(f"{where}: device {device} holds {pieces[device]} of the model's {whole} bytes: weights are split "
-                     f"though the whole model fits the budget on every device. Here, with {case['batch']} examples, "
-                     f"every split sends more bytes per step than nothing split: what it adds (activations added up "
-                     f"over the mesh's second axis, or a weight gathered over the first) outweighs the smaller gradient"
-                     f" all-reduce.{measured} Of the placements that fit, take the one that sends the fewest bytes.",
-                     answer=f"Here none: every weight whole (an empty LayoutMap, or DataParallel); nothing split sends "
+                     f"though the whole model fits the budget on every device, and another placement that fits "
+                     f"sends fewer bytes per step with {case['batch']} examples: a split adds activations added up "
+                     f"over the mesh's second axis, or a weight gathered over the first (a kernel split by columns "
+                     f"and not followed by one split by rows gathers its outputs), against a smaller gradient "
+                     f"all-reduce.{measured} Of the placements that fit, price each and take the one that sends the "
+                     f"fewest bytes.",
+                     answer=f"Here none: with {case['batch']} examples every split sends more than nothing split; every "
+                            f"weight whole (an empty LayoutMap, or DataParallel) sends "
                             f"{_reference_fewest_sent(case):,} B per device per step on the given mesh.")
             return None
         if third and sent is None:

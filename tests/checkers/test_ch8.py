@@ -638,7 +638,7 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
     "every kernel split, whatever the budget": (  # issue 37: the second case's budget needs no split
         _learner(keys=_per_layer(".*/{layer}/{kind}", ("M", None))),
         ["sends fewer bytes per step", "The second case", "device 0 holds 2344 of the model's 4552 bytes",
-         "every split sends more bytes per step than nothing split", "Here none"], 4, 4),
+         "another placement that fits sends fewer bytes per step", "Here none"], 4, 4),
     # Fixed rules that never price the bytes sent: each fits, and each fails a case (brief h45b).
     "the biggest weights first, on their first divisible axis (both kernels by rows)": (
         _learner(keys=_greedy), ["Your placement fits, but another placement that fits sends fewer bytes",
@@ -646,7 +646,7 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
                                  "The third case"], 4, 4),
     "the first layout of the chapter's table that fits, for every kernel": (
         _learner(keys=_by_rule("table order")), ["sends fewer bytes per step", "The second case",
-                                                 "every split sends more bytes per step than nothing split"], 4, 4),
+                                                 "another placement that fits sends fewer bytes per step"], 4, 4),
     "the most sharded choice that fits (the fewest bytes held)": (
         _learner(keys=_by_rule("most sharded")), ["sends fewer bytes per step", "The second case"], 4, 4),
     "the least sharded choice that fits (the most bytes held)": (
@@ -661,7 +661,7 @@ WRONG_Q4 = {  # name: (function, hint fragments, points under re.fullmatch (Kera
     "DataParallel when the whole model fits, else the chapter's pair": (
         _learner(keys=_pair, distribution="data when it fits"), ["The third case", "every weight is whole"], 5, 5),
     "the chapter's pair, whatever the budget": (
-        _learner(keys=_pair), ["The second case", "every split sends more bytes per step than nothing split"], 5, 5),
+        _learner(keys=_pair), ["The second case", "another placement that fits sends fewer bytes per step"], 5, 5),
     "whole model replicated: DataParallel": (_learner(distribution="data"),
                                              ["DataParallel keeps every weight whole", "Every device holds"], 1, 1),
     "whole model replicated: no keys": (_learner(keys=_fixed({})), ["has no keys", "The third case"], 2, 2),
