@@ -29,28 +29,24 @@ def _paths(params):
     return {part: f"{params['model']}/{params['layer']}/{part}" for part in PATHS}
 
 
-def _reference_layout_map_lookup(rule, path, keys=KEYS):
-    """The key a LayoutMap with ``keys`` (inserted in this order) finds for ``path`` under ``rule`` (a key of RULES),
-    'replicated' or 'ValueError'."""
-    found = [key for key in keys if RULES[rule](key, path)]
-    if not found:
-        return "replicated"
-    if rule == "tf_keras":
-        return found[0]  # the first key inserted wins
-    return found[0] if len(found) == 1 else "ValueError"
-
-
-MATCHES = {"match": "from the START of the path only", "search": "anywhere in the path",
-           "fullmatch": "only the WHOLE path"}  # what each of re's functions asks of a key
-
-
 def _reference_lookup_as(matcher, first_wins, path, keys):
     """What a LayoutMap would find for ``path`` if it matched with ``matcher`` (re's function) and, when several keys
-    match, took the first inserted (``first_wins``) or raised: a typical wrong answer of exercise 2 is one of these."""
+    match, took the first inserted (``first_wins``) or raised: 'replicated' when none matches. A rule of RULES is one
+    of these (:func:`_reference_layout_map_lookup`), and so is a typical wrong answer of exercise 2."""
     found = [key for key in keys if matcher(key, path)]
     if not found:
         return "replicated"
     return found[0] if first_wins or len(found) == 1 else "ValueError"
+
+
+def _reference_layout_map_lookup(rule, path, keys=KEYS):
+    """The key a LayoutMap with ``keys`` (inserted in this order) finds for ``path`` under ``rule`` (a key of RULES),
+    'replicated' or 'ValueError': under tf_keras the first key inserted wins, under Keras 3 several matches raise."""
+    return _reference_lookup_as(RULES[rule], rule == "tf_keras", path, keys)
+
+
+MATCHES = {"match": "from the START of the path only", "search": "anywhere in the path",
+           "fullmatch": "only the WHOLE path"}  # what each of re's functions asks of a key
 
 
 def _reference_lookup_mixup(rule, path, keys, given):
