@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch7, exercises
+from course_utils.checkers import ch7, ch7_bubble, ch7_lookup, ch7_restore, exercises
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 FOUND = {"kernel, tf_keras": ".*dense_1/kernel", "kernel, keras_3_13": "ValueError",
@@ -29,7 +29,7 @@ def checkpoint_path(cpus8, tmp_path_factory):
     import tensorflow as tf
     from tensorflow.experimental import dtensor
 
-    saved = packed_variable([("batch", 4), ("model", 2)], [dtensor.UNSHARDED, "model"], ch7.saved_value())
+    saved = packed_variable([("batch", 4), ("model", 2)], [dtensor.UNSHARDED, "model"], ch7_restore.saved_value())
     return tf.train.Checkpoint(w=saved).save(str(tmp_path_factory.mktemp("ch7") / "w"))
 
 
@@ -42,7 +42,7 @@ def restorer(mesh_dims=XY, specs=("y", "x"), name="w", dtype="float32"):
         from course_utils import make_mesh
 
         layout = dtensor.Layout(list(specs), make_mesh(mesh_dims))
-        variable = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, layout, shape=list(ch7.SAVED_SHAPE),
+        variable = dtensor.DVariable(dtensor.call_with_layout(tf.zeros, layout, shape=list(ch7_restore.SAVED_SHAPE),
                                                               dtype=dtype))
         tf.train.Checkpoint(**{name: variable}).restore(path)
         return variable
@@ -65,9 +65,10 @@ def test_ch7_q1_restore_on_another_mesh(checkpoint_path):
     assert_hint(grade(7, "q1", restorer(name="weights")), "still holds zeros", "under the name", points=2)
     # restorer(dtype="float64") fails inside restore(), and DTensor then refuses every operation in this process:
     # its feedback is checked on the error's text (test_ch7_q1_errors_of_a_failed_restore)
-    assert_hint(grade(7, "q1", lambda path: packed_variable(XY, ["y", "x"], np.ones(ch7.SAVED_SHAPE, "float32"))),
+    ones = np.ones(ch7_restore.SAVED_SHAPE, "float32")
+    assert_hint(grade(7, "q1", lambda path: packed_variable(XY, ["y", "x"], ones)),
                 "other values than the weight saved at checkpoint_path", points=2)
-    assert_hint(grade(7, "q1", lambda path: ch7.saved_value()), "should return a dtensor.DVariable")
+    assert_hint(grade(7, "q1", lambda path: ch7_restore.saved_value()), "should return a dtensor.DVariable")
     assert_hint(grade(7, "q1", lambda path: 1 / 0), "restore_blocks raised ZeroDivisionError", "of its own")
     assert_hint(grade(7, "q1", restorer()(checkpoint_path)), "should be a function")  # the variable, not the function
     unanswered = grade(7, "q1", None)
@@ -79,12 +80,13 @@ def test_ch7_q1_the_restore_itself_is_checked(checkpoint_path, tmp_path):
     checker's checkpoint and packing it, is not restoring the checkpoint the function is given."""
     import tensorflow as tf
 
-    assert ch7.was_restored(restorer()(checkpoint_path))
-    assert not ch7.was_restored(packed_variable(XY, ["y", "x"], ch7.saved_value()))
-    assert not ch7.was_restored(object()) and not ch7.was_restored(ch7.saved_value())
+    assert ch7_restore.was_restored(restorer()(checkpoint_path))
+    assert not ch7_restore.was_restored(packed_variable(XY, ["y", "x"], ch7_restore.saved_value()))
+    assert not ch7_restore.was_restored(object()) and not ch7_restore.was_restored(ch7_restore.saved_value())
 
     def own_checkpoint(path):  # saved_value() packed, saved by the learner, restored from the learner's own file
-        mine = tf.train.Checkpoint(w=packed_variable(XY, ["y", "x"], ch7.saved_value())).save(str(tmp_path / "mine"))
+        mine = tf.train.Checkpoint(w=packed_variable(XY, ["y", "x"], ch7_restore.saved_value())).save(
+            str(tmp_path / "mine"))
         return restorer()(mine)
 
     result = grade(7, "q1", own_checkpoint)
@@ -124,7 +126,7 @@ def test_ch7_q1_errors_of_a_failed_restore():
     assert "dtype is not the saved weight's (float32)" in dtype.render() and dtype.points == 0
     cancelled = ex.judge({"kind": "error", "error": "CancelledError: Function was cancelled before it was started"})
     assert "restart the kernel" in cancelled.render()
-    packed_float64 = packed_variable(XY, ["y", "x"], ch7.saved_value().astype("float64"))
+    packed_float64 = packed_variable(XY, ["y", "x"], ch7_restore.saved_value().astype("float64"))
     assert_hint(grade(7, "q1", lambda path: packed_float64), "is float64", points=2)
 
 
@@ -141,12 +143,12 @@ def test_ch7_q2_truth_is_what_tf_keras_and_keras_3_do(mesh42, keras2):
     U = dtensor.UNSHARDED
     layouts = [dtensor.Layout([U, "model"], mesh42), dtensor.Layout(["model", U], mesh42)]
     tf_keras_map = keras2.dtensor.experimental.LayoutMap(mesh42)
-    for key, layout in zip(ch7.KEYS, layouts):
+    for key, layout in zip(ch7_lookup.KEYS, layouts):
         tf_keras_map[key] = layout
-    for part, path in ch7.PATHS.items():
+    for part, path in ch7_lookup.PATHS.items():
         found = tf_keras_map[path]
-        name = "replicated" if found is None else ch7.KEYS[layouts.index(found)]
-        assert name == FOUND[f"{part}, tf_keras"] == ch7._reference_layout_map_lookup("tf_keras", path)
+        name = "replicated" if found is None else ch7_lookup.KEYS[layouts.index(found)]
+        assert name == FOUND[f"{part}, tf_keras"] == ch7_lookup._reference_layout_map_lookup("tf_keras", path)
 
     import keras
     from keras import distribution as kd
@@ -155,15 +157,16 @@ def test_ch7_q2_truth_is_what_tf_keras_and_keras_3_do(mesh42, keras2):
         pytest.skip(f"this test reads Keras 3.15's rule; Keras {keras.__version__} is installed")
     mesh = kd.DeviceMesh((4, 2), ("batch", "model"), devices=kd.list_devices()[:8])
     keras_map = kd.LayoutMap(mesh)
-    keras_map[ch7.KEYS[0]], keras_map[ch7.KEYS[1]] = (None, "model"), ("model", None)
-    for part, path in ch7.PATHS.items():
+    keras_map[ch7_lookup.KEYS[0]], keras_map[ch7_lookup.KEYS[1]] = (None, "model"), ("model", None)
+    for part, path in ch7_lookup.PATHS.items():
         try:
             found = keras_map[path]
-            name = "replicated" if found is None else ch7.KEYS[0 if tuple(found.axes) == (None, "model") else 1]
+            name = "replicated" if found is None else ch7_lookup.KEYS[0 if tuple(found.axes) == (None, "model") else 1]
         except ValueError:
             name = "ValueError"
-        assert name == FOUND[f"{part}, keras_3_15"] == ch7._reference_layout_map_lookup("keras_3_15", path)
-    assert {k: ch7._reference_layout_map_lookup(k.split(", ")[1], ch7.PATHS[k.split(", ")[0]]) for k in FOUND} == FOUND
+        assert name == FOUND[f"{part}, keras_3_15"] == ch7_lookup._reference_layout_map_lookup("keras_3_15", path)
+    assert {k: ch7_lookup._reference_layout_map_lookup(k.split(", ")[1], ch7_lookup.PATHS[k.split(", ")[0]])
+            for k in FOUND} == FOUND
 
 
 def test_ch7_q2_layout_map_rules():
@@ -217,8 +220,8 @@ def test_ch7_q4_pipeline_bubble():
     import tensorflow as tf
     from fractions import Fraction
 
-    assert ch7._reference_speedup(4, 12) == 3.2 and ch7._reference_fewest_micro_batches(8, 10) == 63
-    assert ch7._reference_speedup(4, 12) == 4 * (1 - ch7._reference_bubble(4, 12))  # d * (1 - bubble)
+    assert ch7_bubble._reference_speedup(4, 12) == 3.2 and ch7_bubble._reference_fewest_micro_batches(8, 10) == 63
+    assert ch7_bubble._reference_speedup(4, 12) == 4 * (1 - ch7_bubble._reference_bubble(4, 12))  # d * (1 - bubble)
     assert_correct(grade(7, "q4", 3.2, 63))
     for speedup in (np.float32(3.2), np.array(3.2), tf.constant(3.2), Fraction(16, 5), 48 / 15, "3.2", "3.2x",
                     " 3.2 × ", 4 * (1 - 3 / 15)):
@@ -302,29 +305,31 @@ def test_ch7_q1_is_correct_with_another_seed(checkpoint_path):
 
 @pytest.mark.parametrize("name, cls", [("q1", "RestoreOnAnotherMesh")])
 def test_ch7_stripped_copy_still_collects(checkpoint_path, name, cls):
-    module, _ = sandbox_copy("ch7")
+    module, _ = sandbox_copy("ch7_restore")
     assert "judge" not in vars(getattr(module, cls)) and "restore_uid" in vars(module)
-    stripped = stripped_exercise("ch7", cls, 7, name)
+    stripped = stripped_exercise("ch7_restore", cls, 7, name)
     assert_correct(exercises(7).q1.judge_export(stripped.export(restorer(), seed=7), seed=7))
 
 
 # --- the graded sandbox's copy of this module states no answer ------------------------------------
 
-def test_ch7_the_sandbox_copy_states_no_answer():
-    module, undefined = sandbox_copy("ch7")
-    assert not undefined
+@pytest.mark.parametrize("name", ["ch7", "ch7_restore", "ch7_lookup", "ch7_bubble"])
+def test_ch7_the_sandbox_copy_states_no_answer(name):
+    module, undefined = sandbox_copy(name)
+    assert not undefined, undefined
     for gone in ("layout_map_lookup", "DESCRIPTIONS", "BEYOND_LAYOUTS", "bubble", "fewest_micro_batches",
                  "_reference_layout_map_lookup", "_reference_descriptions", "_reference_beyond_layouts",
                  "_reference_bubble", "_reference_speedup", "_reference_fewest_micro_batches"):
         assert not hasattr(module, gone), gone
-    found = {f"{part}, {rule}": ch7._reference_layout_map_lookup(rule, path)
-             for part, path in ch7.PATHS.items() for rule in ch7.RULES}
+    found = {f"{part}, {rule}": ch7_lookup._reference_layout_map_lookup(rule, path)
+             for part, path in ch7_lookup.PATHS.items() for rule in ch7_lookup.RULES}
     for answer in (found, ch7._reference_descriptions(), ch7._reference_beyond_layouts(),
-                   ch7._reference_speedup(4, 12), ch7._reference_fewest_micro_batches(8, 10)):
+                   ch7_bubble._reference_speedup(4, 12), ch7_bubble._reference_fewest_micro_batches(8, 10)):
         assert not holding(module, answer), answer
-    assert module.CASES == tuple(ch7._reference_descriptions())
-    for cls in module.CHAPTER.exercises:  # this module's own (ch7_moe's are stripped in its own copy, tested below)
-        if cls.__module__ == module.__name__:
+    if name == "ch7":
+        assert module.CASES == tuple(ch7._reference_descriptions())
+    for cls in vars(module).values():  # this module's own exercises (the others are stripped in their own copies)
+        if isinstance(cls, type) and cls.__module__ == module.__name__ and hasattr(cls, "hints"):
             assert not {"grade", "judge"} & set(vars(cls)) and cls.hints, cls.__name__
 
 

@@ -455,13 +455,13 @@ def test_ch4_q5_the_typical_mistakes_get_their_hint_on_every_draw():
 
 
 def test_ch7_q2_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_their_hint():
-    from course_utils.checkers import ch7
+    from course_utils.checkers import ch7_lookup
 
     seen_keys = set()
-    for params in draws(ch7.LayoutMapRules, 400):
+    for params in draws(ch7_lookup.LayoutMapRules, 400):
         model, layer, keys = params["model"], params["layer"], params["keys"]
-        assert params != ch7.LayoutMapRules.defaults and len(set(keys)) == 2, params
-        assert {key.replace(model, "{m}").replace(layer, "{l}") for key in keys} <= set(ch7.KEY_POOL), params
+        assert params != ch7_lookup.LayoutMapRules.defaults and len(set(keys)) == 2, params
+        assert {key.replace(model, "{m}").replace(layer, "{l}") for key in keys} <= set(ch7_lookup.KEY_POOL), params
         seen_keys.add(tuple(keys))
         exercise = item(7, "q2", params)
         right = solution_answers(exercise)[0]
@@ -472,7 +472,7 @@ def test_ch7_q2_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_the
                                            "keras_3_15": re.fullmatch}[rule](k, paths[part])]
             assert answer == ("replicated" if not matched else matched[0] if rule == "tf_keras" or len(matched) == 1
                               else "ValueError"), (params, key)
-        columns = {rule: (right[f"kernel, {rule}"], right[f"bias, {rule}"]) for rule in ch7.RULES}
+        columns = {rule: (right[f"kernel, {rule}"], right[f"bias, {rule}"]) for rule in ch7_lookup.RULES}
         assert len(set(columns.values())) >= 2 and len(set(right.values())) >= 3, params
         assert exercise.evaluate(right).points == 6
         cells = exercise.rendered_cells()
@@ -482,11 +482,12 @@ def test_ch7_q2_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_the
             part, rule = key.split(", ")
             for wrong in {*right.values(), *keys, "replicated", "ValueError"} - {answer}:
                 result = exercise.evaluate(dict(right, **{key: wrong}))
-                assert result.points == 5 and f"apply re.{ch7.RULES[rule].__name__} to each key and the path " \
+                assert result.points == 5 and f"apply re.{ch7_lookup.RULES[rule].__name__} to each key and the path " \
                     f"{paths[part]!r}" in result.message, (params, key, wrong, str(result))
-            own = (ch7.RULES[rule], rule == "tf_keras")  # a mixed-up rule: another function, or the other policy
-            for other, first_wins in [(own[0], not own[1]), *((m, own[1]) for m in ch7.RULES.values() if m != own[0])]:
-                given = ch7._reference_lookup_as(other, first_wins, paths[part], keys)
+            own = (ch7_lookup.RULES[rule], rule == "tf_keras")  # a mixed-up rule: another function, or the other policy
+            for other, first_wins in [(own[0], not own[1]),
+                                      *((m, own[1]) for m in ch7_lookup.RULES.values() if m != own[0])]:
+                given = ch7_lookup._reference_lookup_as(other, first_wins, paths[part], keys)
                 if given != answer:
                     message = exercise._evaluate((dict(right, **{key: given}),), {}, first_try=True).message
                     assert "That is what" in message or "does not raise" in message, (params, key, given, message)
@@ -497,11 +498,11 @@ def test_ch7_q2_every_draw_is_valid_scores_its_solution_and_the_mistakes_get_the
 def test_ch7_q2_both_layout_maps_find_what_the_solution_says_on_many_draws(mesh42, keras2):
     """tf_keras' own LayoutMap (re.match, the first key inserted wins) and this Keras 3's on 40 draws."""
     from tensorflow.experimental import dtensor
-    from course_utils.checkers import ch7
+    from course_utils.checkers import ch7_lookup
 
     U = dtensor.UNSHARDED
     layouts = [dtensor.Layout([U, "model"], mesh42), dtensor.Layout(["model", U], mesh42)]
-    for params in draws(ch7.LayoutMapRules, 40):
+    for params in draws(ch7_lookup.LayoutMapRules, 40):
         right = solution_answers(item(7, "q2", params))[0]
         layout_map = keras2.dtensor.experimental.LayoutMap(mesh42)
         for key, layout in zip(params["keys"], layouts):
@@ -515,7 +516,7 @@ def test_ch7_q2_both_layout_maps_find_what_the_solution_says_on_many_draws(mesh4
 
     if keras.__version__.startswith("3.15"):  # Keras 3.15's rule, re.fullmatch (test_ch7 reads it too)
         mesh = kd.DeviceMesh((4, 2), ("batch", "model"), devices=kd.list_devices()[:8])
-        for params in draws(ch7.LayoutMapRules, 40):
+        for params in draws(ch7_lookup.LayoutMapRules, 40):
             right = solution_answers(item(7, "q2", params))[0]
             keras_map = kd.LayoutMap(mesh)
             keras_map[params["keys"][0]], keras_map[params["keys"][1]] = (None, "model"), ("model", None)
@@ -599,14 +600,15 @@ def test_ch5_q5_the_cell_before_the_answer_prints_what_each_placement_of_the_var
 
 
 def test_ch7_q4_every_draw_is_valid_and_its_solution_scores_full_marks():
-    from course_utils.checkers import ch7
+    from course_utils.checkers import ch7_bubble
 
-    chapter_cases = {*ch7.CHAPTER_PIPELINES, (ch7.STAGES, ch7.MICRO_BATCHES)}
-    for params in draws(ch7.PipelineBubble):
+    chapter_cases = {*ch7_bubble.CHAPTER_PIPELINES, (ch7_bubble.STAGES, ch7_bubble.MICRO_BATCHES)}
+    bubble = ch7_bubble._reference_bubble
+    for params in draws(ch7_bubble.PipelineBubble):
         d, m, wide, percent = params["stages"], params["micro_batches"], params["wide_stages"], params["idle_percent"]
         assert (d, m) not in chapter_cases and (wide, percent) != (8, 10) and wide != d, params
-        fewest = ch7._reference_fewest_micro_batches(wide, percent)
-        assert ch7._reference_bubble(wide, fewest) <= percent / 100 < ch7._reference_bubble(wide, fewest - 1), params
+        fewest = ch7_bubble._reference_fewest_micro_batches(wide, percent)
+        assert bubble(wide, fewest) <= percent / 100 < bubble(wide, fewest - 1), params
         exercise = item(7, "q4", params)
         speedup, micro_batches = solution_answers(exercise)
         assert micro_batches == fewest and abs(speedup - d * m / (m + d - 1)) < 1e-12
@@ -618,23 +620,23 @@ def test_ch7_q4_every_draw_is_valid_and_its_solution_scores_full_marks():
 
 def test_ch7_q4_the_typical_mistakes_get_their_hint_on_every_draw():
     """Every pipeline a draw can give (there are few): each typical wrong speed-up gets its own hint."""
-    from course_utils.checkers import ch7
+    from course_utils.checkers import ch7_bubble
 
-    pipelines = {(p["stages"], p["micro_batches"]) for p in draws(ch7.PipelineBubble, 2000)}
-    parts = {(p["wide_stages"], p["idle_percent"]) for p in draws(ch7.PipelineBubble, 2000)}
-    assert pipelines == set(itertools.product(ch7.BUBBLE_STAGES, ch7.BUBBLE_MICRO_BATCHES)) - {
-        *ch7.CHAPTER_PIPELINES, (4, 12)}  # every one comes up
+    pipelines = {(p["stages"], p["micro_batches"]) for p in draws(ch7_bubble.PipelineBubble, 2000)}
+    parts = {(p["wide_stages"], p["idle_percent"]) for p in draws(ch7_bubble.PipelineBubble, 2000)}
+    assert pipelines == set(itertools.product(ch7_bubble.BUBBLE_STAGES, ch7_bubble.BUBBLE_MICRO_BATCHES)) - {
+        *ch7_bubble.CHAPTER_PIPELINES, (4, 12)}  # every one comes up
     for (d, m), (wide, percent) in zip(sorted(pipelines), itertools.cycle(sorted(parts))):
         exercise = item(7, "q4", {"stages": d, "micro_batches": m, "wide_stages": wide, "idle_percent": percent})
         right, bubble = d * m / (m + d - 1), (d - 1) / (m + d - 1)
-        fewest = ch7._reference_fewest_micro_batches(wide, percent)
+        fewest = ch7_bubble._reference_fewest_micro_batches(wide, percent)
         for wrong, why in ((d, "no bubble"), (1 / right, "FASTER"), (1 - bubble, "a share of the step"),
                            (bubble, "a share of the step"), (d * m / (m + d), "one slot too long"),
                            (right + 0.37, "count the slots")):
             result = exercise.evaluate(wrong, fewest)
             assert result.points == 1 and why in result.message, (d, m, wrong, str(result))
         short = exercise.evaluate(right, fewest - 1)
-        idle = ch7.idle_text(bubble_of := ch7._reference_bubble(wide, fewest - 1), percent)
+        idle = ch7_bubble.idle_text(bubble_of := ch7_bubble._reference_bubble(wide, fewest - 1), percent)
         assert f"idles {idle} of the step" in short.message and f"more than {percent}%" in short.message, str(short)
         assert float(idle[:-1]) > percent and bubble_of > percent / 100
         assert "fewer would too" in exercise.evaluate(right, fewest + 1).message
