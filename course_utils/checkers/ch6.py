@@ -2,12 +2,14 @@
 
 Every answer of this chapter is code or a live object. Each exercise's ``collect`` runs it where it lives, on
 inputs drawn from the check's seed, and sends what it produced as plain data; its ``judge`` draws the same
-inputs again and computes the right values itself. Exercise 1 is in ``ch6_init.py``, exercises 4 and 5 in
-``ch6_steps.py``.
+inputs again and computes the right values itself. Exercise 1 is in ``ch6_init.py``, exercise 4 in ``ch6_adam.py``,
+exercise 5 in ``ch6_broken.py``, what they share in ``ch6_answers.py``; 2 and 3 here.
 """
 from .answers import UNSHARDED, checker_mesh, layout_of, on_mesh, short_error, specs
+from .ch6_adam import FrozenStep
+from .ch6_answers import ERROR, MISSING, NOT_CALLABLE, _checker_weight, _not_callable, _raised
+from .ch6_broken import BrokenVariable
 from .ch6_init import XavierInit, _dims, _value_facts
-from .ch6_steps import ERROR, MISSING, NOT_CALLABLE, BrokenVariable, FrozenStep, _checker_weight, _not_callable, _raised
 from .core import Exercise, Feedback, chapter
 
 

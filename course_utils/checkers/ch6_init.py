@@ -7,7 +7,7 @@ again and computes the limits itself.
 import math
 
 from .answers import UNSHARDED, checker_mesh, close, global_numpy, layout_of, short_error, specs
-from .ch6_steps import ERROR, MISSING, NOT_CALLABLE, _not_callable, _raised
+from .ch6_answers import ERROR, MISSING, NOT_CALLABLE, _not_callable, _raised
 from .core import Exercise, Feedback
 
 WRONG_LIMITS = {  # what a wrong xavier_limit computes from the fans: (what is wrong, the part that gives it away)

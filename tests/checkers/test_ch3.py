@@ -4,12 +4,12 @@ import signal
 
 import pytest
 
-from course_utils.checkers import ch3, ch3_save, exercises
+from course_utils.checkers import ch3, ch3_config, ch3_save, exercises
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
-MWMS, PS = ch3._reference_worker_config(), ch3._reference_ps_config()  # the right TF_CONFIGs, as dicts
+MWMS, PS = ch3_config._reference_worker_config(), ch3_config._reference_ps_config()  # the right TF_CONFIGs, as dicts
 FAULTS = ch3._reference_faults()
-JOBS, PORT = ch3.slurm_jobs(ch3.SLURM_DEFAULTS), ch3.SLURM_DEFAULTS["port"]  # exercise 1's job
+JOBS, PORT = ch3_config.slurm_jobs(ch3_config.SLURM_DEFAULTS), ch3_config.SLURM_DEFAULTS["port"]  # exercise 1's job
 
 
 SLURM_STEP = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "node[8-11]", "SLURM_STEP_TASKS_PER_NODE": "1(x4)",
@@ -152,7 +152,7 @@ def test_ch3_q2_tf_config_parameter_server(monkeypatch, cpus8):
     monkeypatch.setenv("TF_CONFIG", right)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     assert (resolver.task_type, resolver.task_id) == ("ps", 1)
-    assert PS["cluster"]["ps"][1] == ch3.ps_asked(ch3.PS_DEFAULTS)
+    assert PS["cluster"]["ps"][1] == ch3_config.ps_asked(ch3_config.PS_DEFAULTS)
     no_chief = {k: v for k, v in PS["cluster"].items() if k != "chief"}
     assert_hint(grade(3, "q2", json.dumps({"cluster": no_chief, "task": PS["task"]})),
                 "runs the ClusterCoordinator", points=1)
@@ -417,19 +417,24 @@ def test_ch3_stripped_copy_collects_what_the_grader_judges(cls, name, answers):
 
 def test_ch3_the_sandbox_copy_states_no_answer():
     module, undefined = sandbox_copy("ch3")
-    assert not undefined
-    for gone in ("MWMS", "MWMS_WORKERS", "PS", "PS_CLUSTER", "FAULTS", "FAULT_WHY", "FAULT_ANSWERS",
-                 "_reference_worker_config", "_reference_ps_config", "_reference_faults", "_reference_fault_why",
+    config_module, config_undefined = sandbox_copy("ch3_config")
+    grader_module, grader_undefined = sandbox_copy("ch3_config_grader")
+    assert not undefined | config_undefined | grader_undefined
+    for gone in ("FAULTS", "FAULT_WHY", "FAULT_ANSWERS", "_reference_faults", "_reference_fault_why",
                  "_reference_fault_answers", "_reference_statements"):
         assert not hasattr(module, gone), gone
+    for gone in ("MWMS", "MWMS_WORKERS", "PS", "PS_CLUSTER", "_reference_worker_config", "_reference_ps_config",
+                 "_reference_slurm_cluster", "_reference_slurm_slip", "_reference_config_of"):
+        assert not hasattr(config_module, gone), gone
     truths = [truth for truth, _ in ch3._reference_statements()]
     for answer in (MWMS, PS, MWMS["cluster"], PS["cluster"], FAULTS, truths, json.dumps(MWMS), json.dumps(PS)):
-        assert not holding(module, answer), answer
+        for copy in (module, config_module, grader_module):
+            assert not holding(copy, answer), (copy.__name__, answer)
     assert module.STATEMENTS == ch3.STATEMENTS and all(isinstance(text, str) for text in module.STATEMENTS)
-    for cls in module.CHAPTER.exercises:  # SaveEverywhere comes from the real ch3_save here
+    for cls in module.CHAPTER.exercises:  # exercises 1, 2 and 5 come from the real ch3_config and ch3_save here
         assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls))), cls
+    for cls in (config_module.WorkerConfig, config_module.ParameterServerConfig):
+        assert cls.hints and not {"grade", "judge", "draw", "reference_values"} & set(vars(cls)), cls
     save_module, undefined = sandbox_copy("ch3_save")
     assert not undefined and not hasattr(save_module, "_reference_chief_of")
     assert not {"grade", "judge", "_judge_chief", "_judge_folders"} & set(vars(save_module.SaveEverywhere))
-    for gone in ("_reference_slurm_cluster", "_reference_slurm_slip", "_reference_config_of"):
-        assert not hasattr(module, gone), gone

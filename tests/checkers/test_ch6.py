@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch6, ch6_init, ch6_steps, exercises
+from course_utils.checkers import ch6, ch6_adam, ch6_answers, ch6_init, exercises
 from course_utils.checkers.plain import loads
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
@@ -437,7 +437,7 @@ def test_ch6_q3_the_right_layouts_need_nothing_from_other_devices(mesh42):
     from course_utils.checkers import ch6
 
     for sharding in ch6.WEIGHT_LAYOUTS:
-        weight, layout = ch6_steps._checker_weight((24, 24), sharding)
+        weight, layout = ch6_answers._checker_weight((24, 24), sharding)
         g = weight.read_value()
         rows = tf.function(lambda x: tf.reduce_mean(x * x, axis=1))(g)
         cols = tf.function(lambda x: tf.reduce_mean(x * x, axis=0))(g)
@@ -531,17 +531,17 @@ def test_ch6_q4_adam_matches_keras_adam(keras2, mesh42):
     keras_adam = keras2.optimizers.Adam(learning_rate=0.1, epsilon=1e-7)
     for g in grads:
         keras_adam.apply_gradients([(tf.constant(g), variable)])
-    assert np.allclose(variable.numpy(), ch6_steps.reference_adam(w0, grads, 0.1)[-1], rtol=1e-5)
+    assert np.allclose(variable.numpy(), ch6_adam.reference_adam(w0, grads, 0.1)[-1], rtol=1e-5)
     # and warmed up: Keras' schedules count steps from 0
     warmup = type("Warmup", (keras2.optimizers.schedules.LearningRateSchedule,), {
-        "__call__": lambda self, step: 0.1 * tf.minimum(1.0, tf.cast(step + 1, tf.float32) / ch6_steps.ADAM_WARMUP)})
+        "__call__": lambda self, step: 0.1 * tf.minimum(1.0, tf.cast(step + 1, tf.float32) / ch6_adam.ADAM_WARMUP)})
     variable = tf.Variable(w0)
     keras_adam = keras2.optimizers.Adam(learning_rate=warmup(), epsilon=1e-7)
     for g in grads:
         keras_adam.apply_gradients([(tf.constant(g), variable)])
-    assert np.allclose(variable.numpy(), ch6_steps.reference_adam(w0, grads, 0.1, warmup_steps=ch6_steps.ADAM_WARMUP)[-1],
+    assert np.allclose(variable.numpy(), ch6_adam.reference_adam(w0, grads, 0.1, warmup_steps=ch6_adam.ADAM_WARMUP)[-1],
                        rtol=1e-5)
-    assert not np.allclose(variable.numpy(), ch6_steps.reference_adam(w0, grads, 0.1)[-1], rtol=1e-3)
+    assert not np.allclose(variable.numpy(), ch6_adam.reference_adam(w0, grads, 0.1)[-1], rtol=1e-3)
 
     BuggyAdam, FixedAdam, NoMomentum, Sgd, HostStep, EagerBuggyAdam = _adam_classes()
     assert_correct(grade(6, "q4", FixedAdam))
@@ -602,8 +602,8 @@ def test_ch6_q4_the_chapters_own_adam_is_right(mesh42, keras2):
     keras_adam = keras2.optimizers.Adam(learning_rate=0.1, epsilon=1e-7, adaptive_epsilon=True)
     for g in grads:
         keras_adam.apply_gradients([(tf.constant(g), variable)])
-    assert np.allclose(variable.numpy(), ch6_steps.reference_adam(w0, grads, 0.1, algorithm_1=True)[-1], rtol=1e-5)
-    assert not np.allclose(variable.numpy(), ch6_steps.reference_adam(w0, grads, 0.1)[-1], rtol=1e-6, atol=1e-7)
+    assert np.allclose(variable.numpy(), ch6_adam.reference_adam(w0, grads, 0.1, algorithm_1=True)[-1], rtol=1e-5)
+    assert not np.allclose(variable.numpy(), ch6_adam.reference_adam(w0, grads, 0.1)[-1], rtol=1e-6, atol=1e-7)
 
 
 def test_ch6_q4_a_warm_up_that_still_reads_the_python_counter_is_named(mesh42):
@@ -630,15 +630,15 @@ def test_ch6_q4_a_warm_up_that_still_reads_the_python_counter_is_named(mesh42):
 
 def test_ch6_q4_float32_rounding_of_the_bias_correction_is_within_the_bound(mesh42):
     """Seeds 9 and 10 put a weight near zero after the steps, where the float32 solution is furthest from the
-    float64 reference (about 1e-6): within the bound derived in ch6_steps, not by a widened tolerance."""
+    float64 reference (about 1e-6): within the bound derived in ch6_adam, not by a widened tolerance."""
     _, FixedAdam, *_ = _adam_classes()
     ex = exercises(6).q4
     for seed in (9, 10):
         data = ex.collect(FixedAdam, seed=seed)
-        w0, grads = ch6_steps._adam_case(seed)
-        reference = ch6_steps.reference_adam(w0, grads, 0.1, warmup_steps=ch6_steps.ADAM_WARMUP)
+        w0, grads = ch6_adam._adam_case(seed)
+        reference = ch6_adam.reference_adam(w0, grads, 0.1, warmup_steps=ch6_adam.ADAM_WARMUP)
         furthest = max(np.max(np.abs(np.asarray(h) - r) - 1e-4 * np.abs(r)) for h, r in zip(data["history"], reference))
-        assert furthest < ch6_steps.ADAM_ATOL < 1e-5
+        assert furthest < ch6_adam.ADAM_ATOL < 1e-5
         assert_correct(ex.judge_export(ex.export(FixedAdam, seed=seed), seed=seed))
 
 
@@ -720,12 +720,12 @@ def test_ch6_host_counters_finds_scalar_variables_off_the_mesh(mesh42):
         def __init__(self):
             self.step, self.weight, self.rate = tf.Variable(0.0), tf.Variable([1.0, 2.0]), 0.1
 
-    found = ch6_steps._host_counters(PlainOptimizer())
+    found = ch6_adam._host_counters(PlainOptimizer())
     assert len(found) == 1 and found[0].shape.rank == 0
     _, FixedAdam, _, _, HostStep, _ = _adam_classes()
-    weight, _ = ch6_steps._checker_weight()
-    assert ch6_steps._host_counters(FixedAdam([weight])) == []
-    assert len(ch6_steps._host_counters(HostStep([weight]))) == 1
+    weight, _ = ch6_answers._checker_weight()
+    assert ch6_adam._host_counters(FixedAdam([weight])) == []
+    assert len(ch6_adam._host_counters(HostStep([weight]))) == 1
 
 
 def _sgd_step(bias_gradient, bias_scale=1.0):
@@ -830,7 +830,7 @@ def test_ch6_q5_fixed_step_feedback_does_not_name_the_variable_while_broken_vari
 def test_ch6_q5_more_right_forms(mesh42):
     import tensorflow as tf
 
-    from course_utils.checkers.ch6_steps import _reference_sgd_change as _sgd_change
+    from course_utils.checkers.ch6_broken import _reference_sgd_change as _sgd_change
     from course_utils.step_check import value_of
 
     def numpy_reference(values, images, labels):  # the whole reference in NumPy
@@ -853,7 +853,7 @@ def test_ch6_q5_more_right_forms(mesh42):
 def test_ch6_q5_more_wrong_forms(mesh42):
     import tensorflow as tf
 
-    from course_utils.checkers.ch6_steps import _reference_sgd_change as _sgd_change
+    from course_utils.checkers.ch6_broken import _reference_sgd_change as _sgd_change
     from course_utils.step_check import value_of
 
     right_step = _sgd_step(lambda d: tf.reduce_sum(d, axis=0))
@@ -916,12 +916,13 @@ def test_ch6_data_collected_for_another_seed_does_not_score_full_marks(name, mes
 def test_ch6_the_stripped_copy_collects_what_the_real_judge_accepts(name, mesh42):
     import sys
 
-    steps, _ = sandbox_copy("ch6_steps")
-    for gone in ("reference_adam", "_reference_sgd_change"):
-        assert gone not in vars(steps)
-    with pytest.MonkeyPatch.context() as patch:  # the stripped ch6 imports the stripped ch6_steps, as in a sandbox
-        patch.setitem(sys.modules, steps.__name__, steps)
-        module = "ch6_init" if name == "q1" else "ch6"  # exercise 1's checker is in ch6_init.py
+    adam, _ = sandbox_copy("ch6_adam")
+    broken, _ = sandbox_copy("ch6_broken")
+    assert "reference_adam" not in vars(adam) and "_reference_sgd_change" not in vars(broken)
+    with pytest.MonkeyPatch.context() as patch:  # the stripped ch6 imports the stripped ch6_adam and ch6_broken,
+        patch.setitem(sys.modules, adam.__name__, adam)  # as in a sandbox
+        patch.setitem(sys.modules, broken.__name__, broken)
+        module = {"q1": "ch6_init", "q4": "ch6_adam", "q5": "ch6_broken"}.get(name, "ch6")  # where each checker is
         exercise = stripped_exercise(module, ch6.CHAPTER.exercises[int(name[1:]) - 1].__name__, 6, name)
     cls = type(exercise)
     assert "judge" not in vars(cls) and "collect" in vars(cls)
@@ -931,7 +932,7 @@ def test_ch6_the_stripped_copy_collects_what_the_real_judge_accepts(name, mesh42
 
 # --- the graded sandbox's copy of this module states no answer ------------------------------------
 
-@pytest.mark.parametrize("name", ["ch6", "ch6_init", "ch6_steps"])
+@pytest.mark.parametrize("name", ["ch6", "ch6_init", "ch6_answers", "ch6_adam", "ch6_broken"])
 def test_ch6_the_sandbox_copy_states_no_answer(name):
     module, undefined = sandbox_copy(name)
     assert not undefined

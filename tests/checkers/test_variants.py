@@ -205,11 +205,11 @@ def test_ch2_q3_every_order_scores_its_solution_full_marks_and_the_aimed_hints_f
 
 def _slurm_step(params):
     """What srun sets in the task of exercise 3.1's variant that the question asks about."""
-    from course_utils.checkers import ch3
+    from course_utils.checkers import ch3_config
 
-    nodes = ch3.slurm_nodes(params)
+    nodes = ch3_config.slurm_nodes(params)
     asked = f"{params['prefix']}{params['asked']}"
-    return {"SLURM_STEP_NUM_TASKS": str(len(nodes)), "SLURM_STEP_NODELIST": ch3.slurm_nodelist(params),
+    return {"SLURM_STEP_NUM_TASKS": str(len(nodes)), "SLURM_STEP_NODELIST": ch3_config.slurm_nodelist(params),
             "SLURM_STEP_TASKS_PER_NODE": f"1(x{len(nodes)})", "SLURM_PROCID": str(nodes.index(asked)),
             "SLURMD_NODENAME": asked}
 
@@ -222,24 +222,24 @@ def test_ch3_q1_every_draw_keeps_its_point_and_its_solution_is_what_slurm_tf_con
     import inspect
 
     import tensorflow as tf
-    from course_utils.checkers import ch3, reach
+    from course_utils.checkers import ch3_config, reach
     from course_utils.cluster.slurm import slurm_tf_config
 
-    assert inspect.signature(slurm_tf_config).parameters["port_base"].default == ch3.SLURM_DEFAULTS["port"]
-    for number, params in enumerate(draws(ch3.WorkerConfig)):
-        assert params != ch3.WorkerConfig.defaults
-        nodes, asked = ch3.slurm_nodes(params), f"{params['prefix']}{params['asked']}"
+    assert inspect.signature(slurm_tf_config).parameters["port_base"].default == ch3_config.SLURM_DEFAULTS["port"]
+    for number, params in enumerate(draws(ch3_config.WorkerConfig)):
+        assert params != ch3_config.WorkerConfig.defaults
+        nodes, asked = ch3_config.slurm_nodes(params), f"{params['prefix']}{params['asked']}"
         text_order = sorted(nodes)
         assert all(text_order.index(node) != rank for rank, node in enumerate(nodes)), params
         exercise = item(3, "q1", params)
         right = json.loads(solution_answers(exercise)[0])
-        assert right == slurm_tf_config(ch3.slurm_jobs(params), params["port"], _slurm_step(params)), params
+        assert right == slurm_tf_config(ch3_config.slurm_jobs(params), params["port"], _slurm_step(params)), params
         reach.forget_calls()  # this test's call, not a notebook's
         rank = nodes.index(asked)
         assert right["task"] == {"type": "worker", "index": rank - 1} and rank >= 1, params
         assert exercise.evaluate(json.dumps(right)).points == 2
         cells = exercise.rendered_cells()
-        assert f"`{ch3.slurm_nodelist(params)}`" in cells["c03"] and f"**`{asked}`**" in cells["c03"]
+        assert f"`{ch3_config.slurm_nodelist(params)}`" in cells["c03"] and f"**`{asked}`**" in cells["c03"]
         assert f'"SLURM_PROCID": str(nodes.index("{asked}"))' in cells["c05w"] and asked in exercise.hint_body(1)
         assert f'"SLURM_PROCID": "{rank}"' not in cells["c05w"]  # the hand-out's watch cell must not state the rank
         assert all(len(line) <= 120 for line in cells["ch3-q1"].splitlines()[3:]), cells["ch3-q1"]
@@ -247,7 +247,7 @@ def test_ch3_q1_every_draw_keeps_its_point_and_its_solution_is_what_slurm_tf_con
             for name, value in _slurm_step(params).items():
                 monkeypatch.setenv(name, value)
             resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-                jobs=ch3.slurm_jobs(params), port_base=params["port"], gpus_per_node=1, gpus_per_task=1,
+                jobs=ch3_config.slurm_jobs(params), port_base=params["port"], gpus_per_node=1, gpus_per_task=1,
                 auto_set_gpu=False)
             theirs = {"cluster": resolver.cluster_spec().as_dict()}  # which sets the task: read it first
             theirs["task"] = dict(zip(("type", "index"), resolver.get_task_info()))
@@ -257,26 +257,26 @@ def test_ch3_q1_every_draw_keeps_its_point_and_its_solution_is_what_slurm_tf_con
 
 
 def test_ch3_q1_the_typical_mistakes_get_their_hint_on_every_draw():
-    from course_utils.checkers import ch3
+    from course_utils.checkers import ch3_config
 
-    for params in draws(ch3.WorkerConfig):
+    for params in draws(ch3_config.WorkerConfig):
         exercise = item(3, "q1", params)
         right = json.loads(solution_answers(exercise)[0])
         cluster, task, port = right["cluster"], right["task"], params["port"]
-        nodes, asked = ch3.slurm_nodes(params), f"{params['prefix']}{params['asked']}"
+        nodes, asked = ch3_config.slurm_nodes(params), f"{params['prefix']}{params['asked']}"
 
         def check(wrong_cluster, wrong_task, *fragments, points):
             result = exercise.evaluate(json.dumps({"cluster": wrong_cluster, "task": wrong_task}))
             assert result.points == points and all(f in result.message for f in fragments), (params, str(result))
 
         def found_in(wrong_cluster):  # the task a learner finds for the asked node in a wrong cluster
-            return ch3._reference_config_of(wrong_cluster, f"{asked}:{port}")["task"]
+            return ch3_config._reference_config_of(wrong_cluster, f"{asked}:{port}")["task"]
 
-        text_order = ch3._reference_slurm_cluster(params, sorted(nodes))
+        text_order = ch3_config._reference_slurm_cluster(params, sorted(nodes))
         longer = [n for n in sorted(nodes) if len(n) > len(nodes[0])]
-        check(text_order, found_in(text_order), "text order", f"{ch3.listed(longer)} before {nodes[0]}",
-              ch3.slurm_nodelist(params), points=0)
-        workers_first = ch3._reference_slurm_cluster(params, job_order=["worker", "chief"])
+        check(text_order, found_in(text_order), "text order", f"{ch3_config.listed(longer)} before {nodes[0]}",
+              ch3_config.slurm_nodelist(params), points=0)
+        workers_first = ch3_config._reference_slurm_cluster(params, job_order=["worker", "chief"])
         check(workers_first, found_in(workers_first), "the workers took the first ranks",
               f"points to the task on {asked} in your cluster", points=0)
         by_rank = {"chief": [f"{nodes[0]}:{port}"], "worker": [f"{n}:{port + r}" for r, n in enumerate(nodes[1:], 1)]}
@@ -289,19 +289,19 @@ def test_ch3_q1_the_typical_mistakes_get_their_hint_on_every_draw():
               points=1)
         check({"worker": cluster["chief"] + cluster["worker"]}, {"type": "worker", "index": task["index"] + 1},
               "the 'chief' is missing: this job's chief is a task of its own role", points=0)
-        assert nodes[0] in exercise.hint_body(2) and ch3.slurm_nodelist(params) in exercise.hint_body(1)
+        assert nodes[0] in exercise.hint_body(2) and ch3_config.slurm_nodelist(params) in exercise.hint_body(1)
 
 
 def test_ch3_q2_every_draw_is_valid_tensorflow_reads_its_solution_and_the_mistakes_get_their_hint(monkeypatch, cpus8):
     import tensorflow as tf
-    from course_utils.checkers import ch3
+    from course_utils.checkers import ch3_config
 
-    for number, params in enumerate(draws(ch3.ParameterServerConfig)):
-        assert params != ch3.ParameterServerConfig.defaults and 1 <= params["asked"] < params["servers"]
+    for number, params in enumerate(draws(ch3_config.ParameterServerConfig)):
+        assert params != ch3_config.ParameterServerConfig.defaults and 1 <= params["asked"] < params["servers"]
         exercise = item(3, "q2", params)
         answer = solution_answers(exercise)[0]
-        right, asked = json.loads(answer), ch3.ps_asked(params)
-        assert right == ch3._reference_ps_config(params) and exercise.evaluate(answer).points == 2, params
+        right, asked = json.loads(answer), ch3_config.ps_asked(params)
+        assert right == ch3_config._reference_ps_config(params) and exercise.evaluate(answer).points == 2, params
         text = exercise.rendered_cells()["c06"]
         assert all(f"`{a}`" in text for addresses in right["cluster"].values() for a in addresses), text
         assert text.endswith(f"**`{asked}`**.") and "  " not in text
