@@ -16,12 +16,13 @@ dict/list of those) prints "Not answered yet" and scores 0.
 The package: ``core.py`` (results, feedback, the exercise class), ``answers.py`` (reading
 answers), one module per chapter (``ch1.py`` ...) with each exercise's grader and hints side by
 side (a chapter's build-and-measure exercise, whose checker runs the learner's code, in
-``chN_build.py``; the larger chapters' further parts in ``ch2_plan.py``, ``ch2_loss.py``, ``ch3_config.py``,
-``ch3_config_grader.py``, ``ch4_layouts.py``, ``ch5_layers.py``, ``ch5_cases.py``, ``ch5_budget.py``, ``ch6_init.py``,
-``ch6_adam.py``, ``ch6_broken.py``, ``ch8_cases.py``, ``ch8_run.py``), ``notebook_cells.json``, generated from the
-solution notebooks by the build (each exercise's check call, cell and solution code; package data), ``plain.py``
-(answers as plain data: a check's ``collect`` half runs where the answers live, its ``judge`` half in the grader's
-process), ``reach.py`` (which tools an answer could have used: "predict first" and "by hand").
+``chN_build.py``; the larger chapters' further parts in ``ch2_plan.py``, ``ch2_loss.py``, ``ch2_step_run.py``,
+``ch2_step_diagnosis.py``, ``ch2_step_errors.py``, ``ch3_config.py``, ``ch3_config_grader.py``, ``ch4_layouts.py``,
+``ch4_budget_cases.py``, ``ch4_budget_hints.py``, ``ch5_layers.py``, ``ch5_cases.py``, ``ch5_budget.py``,
+``ch6_init.py``, ``ch6_adam.py``, ``ch6_broken.py``, ``ch8_cases.py``, ``ch8_run.py``), ``notebook_cells.json``,
+generated from the solution notebooks by the build (each exercise's check call, cell and solution code; package
+data), ``plain.py`` (answers as plain data: a check's ``collect`` half runs where the answers live, its ``judge`` half
+in the grader's process), ``reach.py`` (which tools an answer could have used: "predict first" and "by hand").
 TensorFlow is imported only inside the graders that need it, so :func:`registry` is cheap.
 """
 import importlib

@@ -11,7 +11,8 @@ rule), and the variables changed as in one SGD step on one device with the whole
 import contextlib
 
 from .answers import quiet_tensorflow, short_error
-from .ch2_build import _last_error, _per_replica, checker_strategy
+from .ch2_step_errors import _last_error
+from .ch2_step_run import _per_replica, checker_strategy
 from .core import Exercise, Feedback
 
 PACKED_REPLICAS, PACKED_BATCH, PACKED_RATE = 2, 8, 0.5  # replicas, examples per replica, SGD's learning rate

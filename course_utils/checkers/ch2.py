@@ -1,5 +1,7 @@
 """Chapter 2 · Strategies on one machine: the exercises' graders and hints (exercise 1 in ``ch2_plan.py``, 2 in
-``ch2_loss.py``, 4 in ``ch2_build.py``)."""
+``ch2_loss.py``, 4 in ``ch2_build.py``: its case and the run of the learner's step in ``ch2_step_run.py``, the
+diagnosis of what the step did in ``ch2_step_diagnosis.py``, what is said about an error it raised in
+``ch2_step_errors.py``); 3 here."""
 import re
 
 from .answers import grade_items

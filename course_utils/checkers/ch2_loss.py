@@ -2,7 +2,7 @@
 checker takes in every replica of its own strategy."""
 from .answers import close, logical_cpus, quiet_tensorflow, short_error
 from .core import Exercise, Feedback
-from .ch2_build import checker_strategy
+from .ch2_step_run import checker_strategy
 
 # Exercise 2: compute_loss(labels, logits, kernels) whose gradients, summed over the replicas, are those of the
 # objective: the mean cross-entropy over the global batch plus WEIGHT_DECAY x the sum of the kernels' squares.
@@ -16,7 +16,7 @@ _KERNELS = {}
 
 def _checker_strategy(replicas=None):
     """A MirroredStrategy over ``replicas`` logical CPUs (default: this process's, at most 8, a divisor of 64), made
-    once (see :func:`.ch2_build.checker_strategy`)."""
+    once (see :func:`.ch2_step_run.checker_strategy`)."""
     cpus = logical_cpus()
     if replicas is None:
         return checker_strategy(max(k for k in (1, 2, 4, 8) if k <= len(cpus)), LOSS_KEY_BASE)

@@ -4,7 +4,7 @@ import numbers
 
 from .answers import as_int, close, short_error
 from .core import Exercise, Feedback
-from .ch2_build import checker_strategy
+from .ch2_step_run import checker_strategy
 
 # Exercise 1: the learner's strategy over the notebook's 8 CPUs, and training_plan(strategy, per_replica_batch,
 # base_learning_rate, base_batch, examples) -> (global batch, learning rate, steps per epoch), which the checker calls
@@ -16,7 +16,8 @@ PLAN_ITEMS = ("global_batch_size", "learning_rate", "steps_per_epoch")
 
 
 def _plan_strategy(replicas):
-    """The checker's MirroredStrategy over the first ``replicas`` logical CPUs (see :func:`.ch2_build.checker_strategy`)."""
+    """The checker's MirroredStrategy over the first ``replicas`` logical CPUs (see
+    :func:`.ch2_step_run.checker_strategy`)."""
     return checker_strategy(replicas, PLAN_KEY_BASE + 1000 * replicas)
 
 

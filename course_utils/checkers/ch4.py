@@ -1,5 +1,6 @@
 """Chapter 4 · DTensor meshes and layouts: the exercises' graders and hints (exercises 1 and 2 in ``ch4_layouts.py``,
-exercise 6 in ``ch4_build.py``)."""
+exercise 6 in ``ch4_build.py``: its cases and their measurement in ``ch4_budget_cases.py``, reading its answers and
+its aimed hints in ``ch4_budget_hints.py``); 3, 4 and 5 here."""
 import itertools
 import math
 
@@ -8,7 +9,8 @@ from ..costs import matmul_cost
 from . import ch4_texts
 from .core import Exercise, Feedback, chapter
 from .variants import CasesInRandomOrder
-from .ch4_build import BudgetProduct, read_collective
+from .ch4_build import BudgetProduct
+from .ch4_budget_hints import read_collective
 from .ch4_layouts import MeshAndLayout, PackByHand, by_label
 
 def unit_slip(raw, right):

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from course_utils.checkers import ch2, ch2_build, ch2_loss, ch2_plan, exercises
+from course_utils.checkers import ch2, ch2_build, ch2_loss, ch2_plan, ch2_step_diagnosis, ch2_step_run, exercises
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
 
@@ -576,12 +576,12 @@ def test_ch2_q4_checker_strategy_has_its_own_collective_numbers(cpus8):
     """One strategy per process, with collective group numbers apart from a plain MirroredStrategy's (chapter 2)."""
     import tensorflow as tf
 
-    strategy = ch2_build._step_strategy()
-    assert strategy is ch2_build._step_strategy() and strategy.num_replicas_in_sync == ch2_build.STEP_REPLICAS
-    canonical = [tf.DeviceSpec.from_string(d).to_string() for d in cpus8[:ch2_build.STEP_REPLICAS]]
-    plain = tf.distribute.MirroredStrategy(devices=cpus8[:ch2_build.STEP_REPLICAS])  # never runs a collective
+    strategy = ch2_step_run._step_strategy()
+    assert strategy is ch2_step_run._step_strategy() and strategy.num_replicas_in_sync == ch2_step_run.STEP_REPLICAS
+    canonical = [tf.DeviceSpec.from_string(d).to_string() for d in cpus8[:ch2_step_run.STEP_REPLICAS]]
+    plain = tf.distribute.MirroredStrategy(devices=cpus8[:ch2_step_run.STEP_REPLICAS])  # never runs a collective
     assert strategy.extended._collective_keys.get_group_key(canonical) == \
-        ch2_build.STEP_KEY_BASE + plain.extended._collective_keys.get_group_key(canonical)
+        ch2_step_run.STEP_KEY_BASE + plain.extended._collective_keys.get_group_key(canonical)
 
 
 def test_ch2_q4_checker_batches_are_split_as_a_distributed_dataset_splits_them(cpus8):
@@ -589,9 +589,9 @@ def test_ch2_q4_checker_batches_are_split_as_a_distributed_dataset_splits_them(c
     import numpy as np
     import tensorflow as tf
 
-    strategy = ch2_build._step_strategy()
-    x, y, _ = ch2_build._step_data()
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(ch2_build.STEP_BATCH)
+    strategy = ch2_step_run._step_strategy()
+    x, y, _ = ch2_step_run._step_data()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(ch2_step_run.STEP_BATCH)
     splits, first = [], 0
     for features, labels in strategy.experimental_distribute_dataset(dataset):
         parts = strategy.experimental_local_results(labels)
@@ -599,7 +599,7 @@ def test_ch2_q4_checker_batches_are_split_as_a_distributed_dataset_splits_them(c
         batch = np.concatenate([part.numpy() for part in parts])
         np.testing.assert_array_equal(batch, y[first: first + len(batch)])  # consecutive examples, in order
         first += len(batch)
-    assert tuple(splits) == ch2_build.STEP_SPLITS and first == ch2_build.STEP_EXAMPLES
+    assert tuple(splits) == ch2_step_run.STEP_SPLITS and first == ch2_step_run.STEP_EXAMPLES
 
 
 # The check in two halves (collect where the answers live, judge in the grader): other seeds, forgeries, the sandbox.
@@ -632,14 +632,25 @@ def test_ch2_data_of_another_seed_does_not_score(name, cpus8):
     assert forged.points < forged.max_points, str(forged)
 
 
+STEP_MODULES = ("ch2_build", "ch2_step_run", "ch2_step_diagnosis", "ch2_step_errors")  # exercise 4's checker
+
+
 @pytest.mark.parametrize("module, cls, name", [("ch2_plan", "BatchAndLearningRate", "q1"), ("ch2_loss", "LossScaling", "q2"),
                                                ("ch2_build", "DistributedStep", "q4")])
 def test_ch2_stripped_copy_collects_what_the_grader_judges(module, cls, name, cpus8):
+    import sys
+
     from course_utils.checkers import exercises
 
     # One checker strategy per process, as in a sandbox (which holds only the stripped copy): a second strategy with
     # the same collective numbers in this process would reuse the numbers of the first one's collectives.
-    sandbox_side = stripped_exercise(module, cls, 2, name, shared=("_CHECKER_STRATEGIES", "_KERNELS"))
+    with pytest.MonkeyPatch.context() as patch:  # the stripped checker imports the stripped helpers, as in a sandbox
+        for helper in STEP_MODULES[1:]:  # ch2_step_run first: the others import it
+            copy, _ = sandbox_copy(helper)
+            patch.setitem(sys.modules, copy.__name__, copy)
+            if helper == "ch2_step_run":
+                copy._CHECKER_STRATEGIES = ch2_step_run._CHECKER_STRATEGIES
+        sandbox_side = stripped_exercise(module, cls, 2, name, shared=("_KERNELS",))
     assert not hasattr(sandbox_side, "_judge_strategy") and not hasattr(sandbox_side, "_judge_loss")
     text = sandbox_side.export(*_solutions(name, cpus8), seed=7)
     assert_correct(getattr(exercises(2), name).judge_export(text, seed=7))
@@ -660,6 +671,16 @@ def test_ch2_the_sandbox_copy_states_no_answer():
         assert isinstance(text, str) and strategies[key] not in text, key
     for cls in module.CHAPTER.exercises:  # the other exercises come from the real ch2_plan, ch2_loss, ch2_build here
         assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls)))
+
+
+@pytest.mark.parametrize("name", STEP_MODULES)
+def test_ch2_the_sandbox_copies_of_exercise_4_state_no_answer(name):
+    module, undefined = sandbox_copy(name)
+    assert not undefined
+    assert not [key for key in vars(module) if key.startswith(("reference", "_reference", "_judge", "_grade"))]
+    assert not holding(module, ch2_step_diagnosis._reference_count_it())
+    if hasattr(module, "DistributedStep"):
+        assert module.DistributedStep.hints and not {"grade", "judge"} & set(vars(module.DistributedStep))
 
 
 @pytest.mark.parametrize("name, gone", [

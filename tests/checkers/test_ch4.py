@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from course_utils.checkers import ch4, ch4_build, ch4_layouts, exercises
+from course_utils.checkers import ch4, ch4_budget_cases, ch4_layouts, exercises
 from course_utils.checkers.answers import global_numpy
 from helpers import assert_correct, assert_hint, grade, holding, sandbox_copy, stripped_exercise
 
@@ -830,25 +830,25 @@ BATCH_X = lambda mesh, w, budget: ["batch", U4]
 def test_ch4_q6_cases_are_what_the_exercise_says(mesh42):
     """Each case: the budget is met by splitting w over 'model' alone; A fits whole, B and C do not; the least
     a layout within the budget sends, by the cost model, is what the run of every such layout shows."""
-    for case in ch4_build.BUDGET_CASES:
+    for case in ch4_budget_cases.BUDGET_CASES:
         name, dims, x_shape, w_shape, budget = case
         model, w_bytes = dict(dims)["model"], 4 * math.prod(w_shape)
         assert w_bytes // model <= budget and (w_bytes <= budget) == (name == "A"), case
-        mesh = ch4_build._case_mesh(dims)
-        least, cheapest = ch4_build.reference_cheapest_layouts(case)
+        mesh = ch4_budget_cases._case_mesh(dims)
+        least, cheapest = ch4_budget_cases.reference_cheapest_layouts(case)
         measured = {}
-        for x_specs in ch4_build.X_CHOICES:
-            for w_specs in ch4_build.W_CHOICES:
+        for x_specs in ch4_budget_cases.X_CHOICES:
+            for w_specs in ch4_budget_cases.W_CHOICES:
                 sizes = zip(x_shape + w_shape, x_specs + w_specs)
                 if all(size % model == 0 for size, spec in sizes if spec == "model"):
-                    run = ch4_build._reference_measure(case, mesh, x_specs, w_specs)
+                    run = ch4_budget_cases._reference_measure(case, mesh, x_specs, w_specs)
                     if run["held"] <= budget:
                         measured[(tuple(x_specs), tuple(w_specs))] = run["sent"]
         assert min(measured.values()) == least, (case, measured)
         assert sorted((tuple(x), tuple(w)) for x, w in cheapest) == sorted(k for k, v in measured.items() if v == least)
-    cheapest_of = ch4_build.reference_cheapest_layouts
-    assert cheapest_of(ch4_build.BUDGET_CASES[0])[0] == 0 == cheapest_of(ch4_build.BUDGET_CASES[1])[0]
-    assert cheapest_of(ch4_build.BUDGET_CASES[2]) == (120, [(["batch", U4], ["model", U4]),
+    cheapest_of = ch4_budget_cases.reference_cheapest_layouts
+    assert cheapest_of(ch4_budget_cases.BUDGET_CASES[0])[0] == 0 == cheapest_of(ch4_budget_cases.BUDGET_CASES[1])[0]
+    assert cheapest_of(ch4_budget_cases.BUDGET_CASES[2]) == (120, [(["batch", U4], ["model", U4]),
                                                             (["batch", "model"], ["model", U4])])
 
 
@@ -1063,9 +1063,18 @@ def test_ch4_q6_data_of_another_seed_is_not_enough(mesh42):
     assert_hint(result, "differs from x @ w", points=3)
 
 
+BUDGET_MODULES = ("ch4_build", "ch4_budget_cases", "ch4_budget_hints")  # exercise 6's checker
+
+
 @pytest.mark.parametrize("module, cls, name", [("ch4_build", "BudgetProduct", "q6")])
 def test_ch4_stripped_checkers_still_collect(mesh42, module, cls, name):
-    stripped = stripped_exercise(module, cls, 4, name)
+    import sys
+
+    with pytest.MonkeyPatch.context() as patch:  # the stripped checker imports the stripped helpers, as in a sandbox
+        for helper in BUDGET_MODULES[1:]:  # ch4_budget_cases first: ch4_budget_hints imports it
+            copy, _ = sandbox_copy(helper)
+            patch.setitem(sys.modules, copy.__name__, copy)
+        stripped = stripped_exercise(module, cls, 4, name)
     text = stripped.export(_learner(), seed=7)
     assert_correct(getattr(exercises(4), name).judge_export(text, seed=7))
 
@@ -1096,6 +1105,15 @@ def test_ch4_the_sandbox_copy_states_no_answer():
     assert module.MATMUL_CASES == ch4.MATMUL_CASES and module.SHARD_LAYOUTS == ch4.SHARD_LAYOUTS
     for cls in module.CHAPTER.exercises:  # BudgetProduct comes from the real ch4_build here
         assert cls.hints and (cls.__module__ != module.__name__ or not {"grade", "judge"} & set(vars(cls)))
+
+
+@pytest.mark.parametrize("name", BUDGET_MODULES)
+def test_ch4_the_sandbox_copies_of_exercise_6_state_no_answer(name):
+    module, undefined = sandbox_copy(name)
+    assert not undefined
+    assert not [key for key in vars(module) if key.startswith(("reference", "_reference", "_judge", "_grade"))]
+    if hasattr(module, "BudgetProduct"):
+        assert module.BudgetProduct.hints and not {"grade", "judge"} & set(vars(module.BudgetProduct))
 
 
 def test_ch4_the_sandbox_copy_of_exercises_1_and_2_states_no_answer():
