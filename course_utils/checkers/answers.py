@@ -270,7 +270,45 @@ def logical_cpus():
     return [d.name for d in tf.config.list_logical_devices("CPU")]
 
 
+def first_cpus(count):
+    """The names of this process's first ``count`` logical CPUs, for a checker's mesh or strategy.
+
+    Raises:
+        RuntimeError: the process has fewer (a kernel that skipped the notebook's first cell); the message says to
+            run it in a fresh kernel.
+
+    Example:
+        >>> first_cpus(2)  # the course's 8 virtual CPUs
+        ['/device:CPU:0', '/device:CPU:1']
+    """
+    cpus = logical_cpus()
+    if len(cpus) < count:
+        raise RuntimeError(f"the checker needs {count} logical CPUs and this kernel has {len(cpus)}: run the "
+                           "notebook's first cell (configure_virtual_cpus(8)) in a fresh kernel, then check again.")
+    return cpus[:count]
+
+
 _MESH_CACHE = {}
+
+
+def mesh_on_first_cpus(dims):
+    """A mesh of ``dims`` (``[(axis, size), ...]``) on this process's first logical CPUs, made once per process.
+
+    Raises:
+        RuntimeError: the process has fewer logical CPUs than the mesh has devices (:func:`first_cpus`).
+
+    Example:
+        >>> mesh_on_first_cpus([("batch", 2), ("model", 2)]).shape()
+        [2, 2]
+    """
+    from tensorflow.experimental import dtensor
+
+    dims = tuple((axis, size) for axis, size in dims)
+    cpus = first_cpus(math.prod(size for _, size in dims))
+    key = (tuple(cpus), dims)
+    if key not in _MESH_CACHE:
+        _MESH_CACHE[key] = dtensor.create_mesh(list(dims), devices=cpus)
+    return _MESH_CACHE[key]
 
 
 def checker_mesh():

@@ -4,7 +4,7 @@ distributed batches, and one SGD step on one device with the whole batch, what t
 (``_reference_step_expected``, which the graded sandbox's copy of this module does not have).
 ``ch2_build.DistributedStep`` collects with :func:`_run_train_step` and judges with ``ch2_step_diagnosis.py``."""
 
-from .answers import logical_cpus, quiet_tensorflow, short_error
+from .answers import first_cpus, quiet_tensorflow, short_error
 
 
 # Exercise 4: the learner's whole distributed step, run by the checker on its own strategy, model and data. Its
@@ -51,11 +51,7 @@ def checker_strategy(replicas, key_base):
     Raises:
         RuntimeError: this process has fewer logical CPUs (its message says what to do).
     """
-    cpus = logical_cpus()
-    if len(cpus) < replicas:
-        raise RuntimeError(f"the checker needs {replicas} logical CPUs and this kernel has {len(cpus)}: run the "
-                           f"notebook's first cell (configure_virtual_cpus(8)) in a fresh kernel, then check again.")
-    key = (tuple(cpus[:replicas]), key_base)
+    key = (tuple(first_cpus(replicas)), key_base)
     if key not in _CHECKER_STRATEGIES:
         with quiet_tensorflow():
             _CHECKER_STRATEGIES[key] = _mirrored_with_own_keys(key[0], key_base)

@@ -5,7 +5,7 @@ copy of this module has neither) and the run of the learner's ``sharded_product`
 ``ch4_build.BudgetProduct`` collects and judges with them."""
 import math
 
-from .answers import UNSHARDED, global_numpy, layout_of, logical_cpus, short_error, specs
+from .answers import UNSHARDED, global_numpy, layout_of, mesh_on_first_cpus, short_error, specs
 from ..costs import matmul_cost
 from ..meshes import mesh_text
 from .reach import calls_recorded
@@ -63,14 +63,8 @@ def reference_cheapest_layouts(case):
 
 
 def _case_mesh(dims):
-    from tensorflow.experimental import dtensor
-
-    cpus = logical_cpus()
-    size = math.prod(n for _, n in dims)
-    if len(cpus) < size:
-        raise RuntimeError(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the "
-                           f"notebook's first cell (configure_virtual_cpus(8)) in a fresh kernel.")
-    return dtensor.create_mesh(list(dims), devices=cpus[:size])
+    """The case's mesh on this process's first logical CPUs."""
+    return mesh_on_first_cpus(dims)
 
 
 def _case_data(case, seed=0):

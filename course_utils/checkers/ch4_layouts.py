@@ -2,7 +2,7 @@
 layouts on it; a function that packs a matrix by hand for any layout, in the mesh's device order."""
 import re
 
-from .answers import UNSHARDED, global_numpy, layout_of, logical_cpus, mesh_dims, quiet_tensorflow, short_error, specs
+from .answers import UNSHARDED, global_numpy, layout_of, mesh_dims, mesh_on_first_cpus, quiet_tensorflow, short_error, specs
 from ..meshes import mesh_text
 from .core import Exercise, Feedback
 from .reach import calls_recorded, tools_used_by
@@ -259,14 +259,7 @@ def _pack_layout(case):
     from tensorflow.experimental import dtensor
 
     _, dims, _, layout_specs = case
-    size = 1
-    for _, n in dims:
-        size *= n
-    cpus = logical_cpus()
-    if len(cpus) < size:
-        raise RuntimeError(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the "
-                           f"notebook's first cell (configure_virtual_cpus(8)) in a fresh kernel.")
-    return dtensor.Layout(list(layout_specs), dtensor.create_mesh(list(dims), devices=cpus[:size]))
+    return dtensor.Layout(list(layout_specs), mesh_on_first_cpus(dims))
 
 
 def _collect_pack(pack_by_hand, case, seed):

@@ -27,23 +27,13 @@ BUILD_CASES = (  # the mesh (batch, model), the hidden width, the global batch, 
     {"mesh": (2, 2), "hidden": 32, "batch": 8, "budget": 200 * 2**10, "seed": 14},
 )
 COMBINING = "DTENSOR_ENABLE_COMBINE_ALL_REDUCES_OPTIMIZATION"
-_BUILD_MESHES = {}
 
 
 def _build_mesh(shape):
-    from tensorflow.experimental import dtensor
+    """A batch x model mesh of ``shape`` on this process's first logical CPUs."""
+    from .answers import mesh_on_first_cpus
 
-    from .answers import logical_cpus
-
-    cpus = logical_cpus()
-    size = shape[0] * shape[1]
-    if len(cpus) < size:
-        raise RuntimeError(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the "
-                           f"notebook's first cell (configure_virtual_cpus(8)) before anything else.")
-    key = (tuple(cpus[:size]), shape)
-    if key not in _BUILD_MESHES:
-        _BUILD_MESHES[key] = dtensor.create_mesh([("batch", shape[0]), ("model", shape[1])], devices=cpus[:size])
-    return _BUILD_MESHES[key]
+    return mesh_on_first_cpus([("batch", shape[0]), ("model", shape[1])])
 
 
 def build_case(case, seed=0):

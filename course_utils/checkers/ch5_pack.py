@@ -18,26 +18,13 @@ PACK_CASES = (  # the mesh (its axis sizes, 'batch' first) and the examples in t
     {"mesh": (8,), "examples": 20},    # a 1-D mesh: 20 examples on 8 groups
 )
 PART_NAMES = ("images", "labels", "weights")
-_PACK_MESHES = {}
 
 
 def pack_mesh(shape):
     """The checker's mesh of ``shape``: ``batch`` (and ``model``) over this process's first logical CPUs."""
-    from tensorflow.experimental import dtensor
+    from .answers import mesh_on_first_cpus
 
-    from .answers import logical_cpus
-
-    cpus = logical_cpus()
-    size = 1
-    for n in shape:
-        size *= n
-    if len(cpus) < size:
-        raise RuntimeError(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the "
-                           f"notebook's first cell (configure_virtual_cpus(8)) before anything else.")
-    key = (tuple(cpus[:size]), tuple(shape))
-    if key not in _PACK_MESHES:
-        _PACK_MESHES[key] = dtensor.create_mesh(list(zip(("batch", "model"), shape)), devices=cpus[:size])
-    return _PACK_MESHES[key]
+    return mesh_on_first_cpus(zip(("batch", "model"), shape))
 
 
 def pack_case(case, seed=0):

@@ -13,26 +13,13 @@ MOE_CASES = (  # the mesh ('model': one expert per device), tokens, features in 
     {"mesh": (("batch", 4), ("model", 2)), "tokens": 16, "features": (4, 6), "capacity": 3},
     {"mesh": (("model", 4),), "tokens": 16, "features": (4, 6), "capacity": 1},
 )
-_MOE_MESHES = {}
 
 
 def moe_mesh(dims):
     """The checker's mesh of ``dims`` (``((name, size), ...)``) on this process's first logical CPUs."""
-    import math
+    from .answers import mesh_on_first_cpus
 
-    from tensorflow.experimental import dtensor
-
-    from .answers import logical_cpus
-
-    cpus = logical_cpus()
-    size = math.prod(n for _, n in dims)
-    if len(cpus) < size:
-        raise RuntimeError(f"the checker needs {size} logical CPUs and this kernel has {len(cpus)}: run the "
-                           f"notebook's first cell (configure_virtual_cpus(8)) before anything else.")
-    key = (tuple(cpus[:size]), tuple(dims))
-    if key not in _MOE_MESHES:
-        _MOE_MESHES[key] = dtensor.create_mesh(list(dims), devices=cpus[:size])
-    return _MOE_MESHES[key]
+    return mesh_on_first_cpus(dims)
 
 
 def moe_case(case, seed=0):

@@ -241,3 +241,22 @@ def test_answers_by_name_are_judged_by_their_names_in_any_order():
         assert result.points == 0 and "weight_bytes_totl: misspelt, or given twice" in result.message
     twice = q3.evaluate(65064, weight_bytes_per_device=65064, weight_bytes_total=940584, pod_bytes_per_device=123432)
     assert twice.points == 0 and "weight_bytes_per_device: misspelt, or given twice" in twice.message
+
+
+def test_a_checker_short_of_logical_cpus_says_to_run_the_first_cell(monkeypatch):
+    from course_utils.checkers import answers
+
+    monkeypatch.setattr(answers, "logical_cpus", lambda: ["/device:CPU:0", "/device:CPU:1"])
+    assert answers.first_cpus(2) == ["/device:CPU:0", "/device:CPU:1"]
+    for short in (lambda: answers.first_cpus(8), lambda: answers.mesh_on_first_cpus([("batch", 4), ("model", 2)])):
+        with pytest.raises(RuntimeError, match=r"needs 8 logical CPUs and this kernel has 2: run the notebook's "
+                                               r"first cell \(configure_virtual_cpus\(8\)\) in a fresh kernel"):
+            short()
+
+
+def test_checker_meshes_are_made_once_per_process():
+    from course_utils.checkers.answers import mesh_on_first_cpus
+
+    mesh = mesh_on_first_cpus([("batch", 2), ("model", 2)])
+    assert mesh is mesh_on_first_cpus((("batch", 2), ("model", 2)))
+    assert mesh.dim_names == ["batch", "model"] and mesh.shape() == [2, 2]
