@@ -190,7 +190,16 @@ class MemoryBudget(Exercise):
         """A mesh of BUDGET_SIZES ('model' 2, where outputs split can be placed, in 3 draws of 5), a width that
         'model' divides (a multiple of 64), a global batch, and two budgets in whole MiB: the tight one fits 2-D
         alone, the roomy one tensor parallel too, which sends less (a width 'model' did not divide would show in
-        the cell that prints what each placement sends, which prices only the placements the mesh can hold)."""
+        the cell that prints what each placement sends, which prices only the placements the mesh can hold).
+
+        The two choices are the same in every variant, and cannot be drawn otherwise with these placements and this
+        pricing (every mesh here, every even width from 1000 to 6200, global batches of 64 to 32768): wherever
+        tensor parallel can be placed it sends the fewest bytes, so it is the choice of any budget it fits; what
+        fits a budget it misses is 2-D (it holds the least), FSDP-style or outputs split, and 2-D sends less than
+        FSDP-style, while outputs split holds only 40 B less than tensor parallel, a gap no whole MiB falls in (model
+        2, any even width below 20000). The one other pair, data parallel and FSDP-style, needs a width 'model' does
+        not divide: the printed bytes then give away the three None answers, and "the first in the table that fits"
+        picks it."""
         while True:
             model = 2 if rng.random() < 0.6 else rng.choice((4, 8))
             batch, model = rng.choice(BUDGET_SIZES[model])
